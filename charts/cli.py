@@ -1,0 +1,54 @@
+"""`pushserver-charts`: burn-in results files in, PNG/SVG charts and an HTML report out."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from charts.report import write_report
+from charts.results import ResultsError, load_all
+
+PROG = "pushserver-charts"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Chart pushserver-burnin results (JSON lines) as PNG and SVG files and one "
+        "self-contained HTML report. Several files overlay on the same axes.",
+    )
+    parser.add_argument(
+        "results", nargs="+", type=Path, metavar="RESULTS.jsonl", help="burn-in results file"
+    )
+    parser.add_argument(
+        "-o",
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="output directory (default: the first results file's directory)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    out = args.out or args.results[0].parent
+    try:
+        runs = load_all(args.results)
+        for run in runs:
+            for warning in run.warnings:
+                print(f"{PROG}: warning: {warning}", file=sys.stderr)
+        report = write_report(runs, out)
+    except ResultsError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"{PROG}: error: cannot write to {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+package io.pushserver.client;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.UnsupportedEncodingException;
+import java.net.HttpURLConnection;
+import java.net.URL;
+import java.net.URLEncoder;
+import java.nio.charset.Charset;
+import java.util.Map;
+
+/** The few HttpURLConnection chores every request shares: encoding, opening, bodies, errors. */
+final class Http {
+    static final Charset UTF_8 = Charset.forName("UTF-8");
+    private static final String HEX = "0123456789ABCDEF";
+
+    private Http() {}
+
+    /** Percent-encodes a path segment, keeping the characters channel names are made of. */
+    static String pathSegment(String segment) {
+        StringBuilder out = new StringBuilder();
+        for (byte b : segment.getBytes(UTF_8)) {
+            char c = (char) (b & 0xff);
+            if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+                    || "-._~:@".indexOf(c) >= 0) {
+                out.append(c);
+            } else {
+                out.append('%').append(HEX.charAt(c >> 4)).append(HEX.charAt(c & 0xf));
+            }
+        }
+        return out.toString();
+    }
+
+    /** Appends {@code name=value} to a query being built, skipping null values. */
+    static void param(StringBuilder query, String name, Object value) {
+        if (value == null) {
+            return;
+        }
+        query.append(query.length() == 0 ? '?' : '&').append(name).append('=');
+        try {
+            query.append(URLEncoder.encode(value.toString(), "UTF-8"));
+        } catch (UnsupportedEncodingException impossible) {
+            throw new IllegalStateException(impossible);
+        }
+    }
+
+    static HttpURLConnection open(URL url, int connectTimeoutMillis, int readTimeoutMillis)
+            throws IOException {
+        HttpURLConnection conn = (HttpURLConnection) url.openConnection();
+        conn.setConnectTimeout(connectTimeoutMillis);
+        conn.setReadTimeout(readTimeoutMillis);
+        conn.setUseCaches(false);
+        return conn;
+    }
+
+    static byte[] readAll(InputStream in) throws IOException {
+        if (in == null) {
+            return new byte[0];
+        }
+        try {
+            ByteArrayOutputStream out = new ByteArrayOutputStream();
+            byte[] buf = new byte[8192];
+            for (int n; (n = in.read(buf)) != -1; ) {
+                out.write(buf, 0, n);
+            }
+            return out.toByteArray();
+        } finally {
+            in.close();
+        }
+    }
+
+    /** Reads a successful answer as a JSON object. */
+    static Map<String, Object> readObject(InputStream in) throws IOException {
+        String body = new String(readAll(in), UTF_8);
+        try {
+            return Json.parseObject(body);
+        } catch (JsonException e) {
+            throw new java.net.ProtocolException(e.getMessage());
+        }
+    }
+
+    /** Turns an error answer into a typed exception, keeping the server's code and message. */
+    static PushException error(HttpURLConnection conn, int status) throws IOException {
+        String body = new String(readAll(conn.getErrorStream()), UTF_8);
+        String code = "http_" + status;
+        String message = body.isEmpty() ? String.valueOf(conn.getResponseMessage()) : body;
+        try {
+            Map<String, Object> error = Json.parseObject(body);
+            if (error.get("error") instanceof String) {
+                code = (String) error.get("error");
+            }
+            if (error.get("message") instanceof String) {
+                message = (String) error.get("message");
+            }
+        } catch (JsonException notJson) {
+            // a proxy's error page: keep the status and the text
+        }
+        if (status == 401) {
+            return new UnauthorizedException(code, message);
+        }
+        return new PushException(status, code, message, retryAfter(conn));
+    }
+
+    private static long retryAfter(HttpURLConnection conn) {
+        String value = conn.getHeaderField("Retry-After");
+        if (value == null) {
+            return -1;
+        }
+        try {
+            return Math.max(0, Long.parseLong(value.trim()));
+        } catch (NumberFormatException httpDate) {
+            return -1;
+        }
+    }
+}

@@ -1,0 +1,130 @@
+package io.pushserver.client;
+
+/** Settings for a {@link PushClient}; the client copies them, so later changes do not affect it. */
+public final class PushOptions {
+    private String publishKey;
+    private TokenProvider tokenProvider;
+    private double heartbeatSeconds = 20;
+    private int pollTimeoutSeconds = 30;
+    private int connectTimeoutMillis = 10000;
+    private long reconnectMinMillis = 1000;
+    private long reconnectMaxMillis = 30000;
+    private int history = -1;
+
+    public PushOptions() {}
+
+    PushOptions(PushOptions other) {
+        publishKey = other.publishKey;
+        tokenProvider = other.tokenProvider;
+        heartbeatSeconds = other.heartbeatSeconds;
+        pollTimeoutSeconds = other.pollTimeoutSeconds;
+        connectTimeoutMillis = other.connectTimeoutMillis;
+        reconnectMinMillis = other.reconnectMinMillis;
+        reconnectMaxMillis = other.reconnectMaxMillis;
+        history = other.history;
+    }
+
+    /** Sent as {@code Authorization: Bearer} on publishes (the server's {@code --publish-key}). */
+    public PushOptions publishKey(String key) {
+        publishKey = key;
+        return this;
+    }
+
+    /** A fixed subscribe token (the server's {@code --subscribe-secret} mode). */
+    public PushOptions token(final String token) {
+        tokenProvider = new TokenProvider() {
+            @Override
+            public String token() {
+                return token;
+            }
+        };
+        return this;
+    }
+
+    /** A subscribe token asked for on every connection, so an expired one gets renewed. */
+    public PushOptions tokenProvider(TokenProvider provider) {
+        tokenProvider = provider;
+        return this;
+    }
+
+    /**
+     * The server's {@code --heartbeat} (default 20 s). A stream that sends nothing for 2.5 times
+     * this long is taken for dead, closed and resumed.
+     */
+    public PushOptions heartbeatSeconds(double seconds) {
+        if (!(seconds > 0)) {
+            throw new IllegalArgumentException("heartbeat must be positive: " + seconds);
+        }
+        heartbeatSeconds = seconds;
+        return this;
+    }
+
+    /** How long the server may hold a long-poll (default 30 s). */
+    public PushOptions pollTimeoutSeconds(int seconds) {
+        if (seconds < 0) {
+            throw new IllegalArgumentException("poll timeout must not be negative: " + seconds);
+        }
+        pollTimeoutSeconds = seconds;
+        return this;
+    }
+
+    public PushOptions connectTimeoutMillis(int millis) {
+        connectTimeoutMillis = millis;
+        return this;
+    }
+
+    /**
+     * Reconnect delays: the first retry waits about {@code minMillis}, each further failure doubles
+     * it up to {@code maxMillis}, each with random jitter (defaults 1 s and 30 s).
+     */
+    public PushOptions reconnectDelay(long minMillis, long maxMillis) {
+        if (minMillis <= 0 || maxMillis < minMillis) {
+            throw new IllegalArgumentException("need 0 < min <= max: " + minMillis + ", " + maxMillis);
+        }
+        reconnectMinMillis = minMillis;
+        reconnectMaxMillis = maxMillis;
+        return this;
+    }
+
+    /** Ask for up to {@code n} buffered messages of channels the cursor does not name ({@code ?history=}). */
+    public PushOptions history(int n) {
+        history = n;
+        return this;
+    }
+
+    String publishKey() {
+        return publishKey;
+    }
+
+    String token() {
+        return tokenProvider == null ? null : tokenProvider.token();
+    }
+
+    int streamReadTimeoutMillis() {
+        return (int) Math.ceil(heartbeatSeconds * 2500);
+    }
+
+    int pollReadTimeoutMillis() {
+        return pollTimeoutSeconds * 1000 + 10000;
+    }
+
+    int pollTimeoutSeconds() {
+        return pollTimeoutSeconds;
+    }
+
+    int connectTimeoutMillis() {
+        return connectTimeoutMillis;
+    }
+
+    long reconnectMinMillis() {
+        return reconnectMinMillis;
+    }
+
+    long reconnectMaxMillis() {
+        return reconnectMaxMillis;
+    }
+
+    int history() {
+        return history;
+    }
+}

@@ -1,0 +1,303 @@
+package io.pushserver.client;
+
+import java.io.Closeable;
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.HttpURLConnection;
+import java.net.URL;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * One subscription and the thread that holds its connection: it reconnects with backoff after any
+ * drop and resumes from the last cursor, so the listener sees every message once, in order, or a
+ * {@link Gap}.
+ */
+public final class Subscription implements Closeable {
+    private final String base;
+    private final List<String> channels;
+    private final Transport transport;
+    private final SubscriptionListener listener;
+    private final PushOptions options;
+    private final Backoff backoff;
+    private final Thread thread;
+    private final Object wake = new Object();
+    private final Object dispatch = new Object();
+
+    private volatile String cursor;
+    private volatile boolean closed;
+    private volatile ConnectionState state;
+    private volatile HttpURLConnection current;
+    private boolean wakeRequested; // guarded by wake
+
+    Subscription(String base, List<String> channels, Transport transport, String cursor,
+            SubscriptionListener listener, PushOptions options) {
+        this.base = base;
+        this.channels = Collections.unmodifiableList(channels);
+        this.transport = transport;
+        this.cursor = cursor;
+        this.listener = listener;
+        this.options = options;
+        this.backoff = new Backoff(options.reconnectMinMillis(), options.reconnectMaxMillis(), new Random());
+        this.thread = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                runLoop();
+            }
+        }, "pushclient-" + transport.path() + "-" + join(channels));
+        thread.setDaemon(true);
+    }
+
+    void start() {
+        thread.start();
+    }
+
+    /**
+     * The cursor after the last event handed to the listener (or the one subscribed with).
+     * Persist it to resume after process death: pass it to {@link PushClient#subscribe} again.
+     */
+    public String cursor() {
+        return cursor;
+    }
+
+    public List<String> channels() {
+        return channels;
+    }
+
+    public Transport transport() {
+        return transport;
+    }
+
+    public ConnectionState state() {
+        return state;
+    }
+
+    public boolean isClosed() {
+        return closed;
+    }
+
+    /**
+     * Drops the current connection and reconnects at once, skipping any backoff wait: call it when
+     * the network changes (the old socket may be bound to a network that is gone).
+     */
+    public void reconnectNow() {
+        synchronized (wake) {
+            wakeRequested = true;
+            wake.notifyAll();
+        }
+        disconnect(current);
+    }
+
+    /**
+     * Stops the subscription. No message or gap is delivered after this returns (it waits for a
+     * callback in progress on another thread); the listener's last callback is
+     * {@code onStateChange(CLOSED, null)}, from the subscription's thread.
+     */
+    @Override
+    public void close() {
+        synchronized (dispatch) {
+            closed = true;
+        }
+        synchronized (wake) {
+            wake.notifyAll();
+        }
+        disconnect(current);
+    }
+
+    /** Waits until the subscription's thread has finished (after {@link #close} or a final error). */
+    public boolean awaitTermination(long timeout, TimeUnit unit) throws InterruptedException {
+        thread.join(Math.max(1, unit.toMillis(timeout)));
+        return !thread.isAlive();
+    }
+
+    private void runLoop() {
+        PushException finalError = null;
+        try {
+            while (!closed) {
+                long delay;
+                try {
+                    connect();
+                    delay = backoff.next();
+                    setState(ConnectionState.DISCONNECTED, new EOFException("server closed the connection"));
+                } catch (ServerReconnect reconnect) {
+                    delay = reconnect.immediate ? 0 : backoff.next();
+                    setState(ConnectionState.DISCONNECTED, reconnect);
+                } catch (PushException e) {
+                    if (!e.isRetryable()) {
+                        finalError = e;
+                        break;
+                    }
+                    delay = Math.max(backoff.next(), TimeUnit.SECONDS.toMillis(e.retryAfterSeconds()));
+                    setState(ConnectionState.DISCONNECTED, e);
+                } catch (IOException e) {
+                    delay = backoff.next();
+                    setState(ConnectionState.DISCONNECTED, e);
+                } finally {
+                    current = null;
+                }
+                pause(delay);
+            }
+        } finally {
+            closed = true;
+            state = ConnectionState.CLOSED;
+            listener.onStateChange(ConnectionState.CLOSED, finalError);
+        }
+    }
+
+    /** One connection: a stream until it ends, or long-polls one after another until one fails. */
+    private void connect() throws IOException {
+        if (state != ConnectionState.CONNECTED) {
+            setState(ConnectionState.CONNECTING, null);
+        }
+        do {
+            HttpURLConnection conn = Http.open(url(), options.connectTimeoutMillis(),
+                    transport == Transport.LONGPOLL ? options.pollReadTimeoutMillis() : options.streamReadTimeoutMillis());
+            if (transport != Transport.LONGPOLL) {
+                conn.setRequestProperty("Accept-Encoding", "identity");
+            }
+            current = conn;
+            if (closed) {
+                return;
+            }
+            try {
+                int status = conn.getResponseCode();
+                if (status != HttpURLConnection.HTTP_OK) {
+                    throw Http.error(conn, status);
+                }
+                backoff.reset();
+                setState(ConnectionState.CONNECTED, null);
+                InputStream in = conn.getInputStream();
+                try {
+                    Framing.read(transport, in, sink);
+                } finally {
+                    in.close();
+                }
+            } finally {
+                if (transport != Transport.LONGPOLL || closed) {
+                    conn.disconnect();
+                }
+            }
+        } while (transport == Transport.LONGPOLL && !closed);
+    }
+
+    private final Framing.Sink sink = new Framing.Sink() {
+        @Override
+        public void event(Map<String, Object> event) throws IOException {
+            Object type = event.get("type");
+            if (type == null) {
+                deliver(Message.fromJson(event), null);
+            } else if ("gap".equals(type)) {
+                deliver(null, Gap.fromJson(event));
+            } else if ("reconnect".equals(type)) {
+                cursor(event.get("cursor") instanceof String ? (String) event.get("cursor") : null);
+                throw new ServerReconnect("server asked to reconnect", false);
+            } else if ("expired".equals(type)) {
+                throw new ServerReconnect("subscribe token expired", true);
+            }
+            // control types this client does not know are ignored, as the protocol asks
+        }
+
+        @Override
+        public void cursor(String next) {
+            synchronized (dispatch) {
+                if (next != null && !closed) {
+                    cursor = next;
+                }
+            }
+        }
+    };
+
+    /** Moves the cursor past an event and hands it over, unless closed: then neither happens. */
+    private void deliver(Message message, Gap gap) {
+        synchronized (dispatch) {
+            if (closed) {
+                return;
+            }
+            if (message != null) {
+                cursor = message.cursor();
+                listener.onMessage(message);
+            } else {
+                if (gap.cursor() != null) {
+                    cursor = gap.cursor();
+                }
+                listener.onGap(gap);
+            }
+        }
+    }
+
+    private URL url() throws IOException {
+        StringBuilder query = new StringBuilder();
+        Http.param(query, "cursor", cursor);
+        if (transport == Transport.LONGPOLL) {
+            Http.param(query, "timeout", options.pollTimeoutSeconds());
+        }
+        if (options.history() >= 0) {
+            Http.param(query, "history", options.history());
+        }
+        Http.param(query, "token", options.token());
+        StringBuilder path = new StringBuilder(base).append('/').append(transport.path()).append('/');
+        for (int i = 0; i < channels.size(); i++) {
+            path.append(i == 0 ? "" : ",").append(Http.pathSegment(channels.get(i)));
+        }
+        return new URL(path.append(query).toString());
+    }
+
+    private void setState(ConnectionState next, Throwable cause) {
+        if (closed || (next == state && cause == null)) {
+            return;
+        }
+        state = next;
+        listener.onStateChange(next, cause);
+    }
+
+    /** Waits out a reconnect delay; {@link #reconnectNow} and {@link #close} cut it short. */
+    private void pause(long millis) {
+        synchronized (wake) {
+            long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
+            while (!closed && !wakeRequested) {
+                long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+                if (left <= 0) {
+                    break;
+                }
+                try {
+                    wake.wait(left);
+                } catch (InterruptedException e) {
+                    closed = true;
+                }
+            }
+            if (wakeRequested) {
+                backoff.reset();
+                wakeRequested = false;
+            }
+        }
+    }
+
+    private static void disconnect(HttpURLConnection conn) {
+        if (conn != null) {
+            conn.disconnect();
+        }
+    }
+
+    static String join(List<String> parts) {
+        StringBuilder out = new StringBuilder();
+        for (String part : parts) {
+            out.append(out.length() == 0 ? "" : ",").append(part);
+        }
+        return out.toString();
+    }
+
+    /** The server sent {@code reconnect} or {@code expired}: end this connection and make another. */
+    private static final class ServerReconnect extends IOException {
+        private static final long serialVersionUID = 1L;
+        final boolean immediate;
+
+        ServerReconnect(String message, boolean immediate) {
+            super(message);
+            this.immediate = immediate;
+        }
+    }
+}

@@ -1,0 +1,727 @@
+/*
+ * pushserver JavaScript client (wire protocol v1, see docs/protocol.md).
+ *
+ * This file is the single source of both builds: it is written in ES5 syntax so that the
+ * classic build runs in old Android WebViews, and `build.mjs` wraps it into the ES module and
+ * the UMD/global script. It only declares createPushClient(root); `root` is the global object
+ * whose WebSocket, EventSource, fetch, XMLHttpRequest and document are used when present.
+ */
+function createPushClient(root) {
+  'use strict';
+
+  var CHANNEL_RE = /^[A-Za-z0-9_.:@-]{1,128}$/;
+  var STREAMING = { ws: true, sse: true, stream: true };
+  var XHR_ROTATE_BYTES = 1048576;
+  var jsonpSeq = 0;
+
+  function noop() {}
+
+  function own(obj, key) {
+    return Object.prototype.hasOwnProperty.call(obj, key);
+  }
+
+  function option(options, key, fallback) {
+    return options && own(options, key) && options[key] !== undefined ? options[key] : fallback;
+  }
+
+  /* User callbacks must not break a transport's read loop, nor be swallowed. */
+  function callUser(fn, args) {
+    if (typeof fn !== 'function') {
+      return;
+    }
+    try {
+      fn.apply(null, args);
+    } catch (e) {
+      root.setTimeout(function () { throw e; }, 0);
+    }
+  }
+
+  function query(params) {
+    var parts = [];
+    for (var key in params) {
+      if (own(params, key) && params[key] !== null && params[key] !== undefined) {
+        parts.push(key + '=' + encodeURIComponent(String(params[key])));
+      }
+    }
+    return parts.length ? '?' + parts.join('&') : '';
+  }
+
+  function trimBase(baseUrl) {
+    return String(baseUrl).replace(/\/+$/, '');
+  }
+
+  function checkChannel(name) {
+    if (!CHANNEL_RE.test(name)) {
+      throw new Error('bad channel name: ' + name);
+    }
+    return name;
+  }
+
+  /* The runtime's capabilities; options may inject or disable each of them (false). */
+  function capabilities(options) {
+    var fetchOpt = option(options, 'fetch', root.fetch ? function (url, init) {
+      return root.fetch(url, init);
+    } : null);
+    var fetchFn = fetchOpt || null;
+    var wsCtor = option(options, 'WebSocket', root.WebSocket) || null;
+    var esCtor = option(options, 'EventSource', root.EventSource) || null;
+    var xhrCtor = option(options, 'XMLHttpRequest', root.XMLHttpRequest) || null;
+    var doc = option(options, 'document', root.document) || null;
+    return {
+      fetch: fetchFn,
+      fetchStreams: !!(fetchFn && root.AbortController && root.TextDecoder),
+      WebSocket: wsCtor,
+      EventSource: esCtor,
+      XMLHttpRequest: xhrCtor,
+      document: doc && doc.createElement ? doc : null
+    };
+  }
+
+  function supported(caps, name) {
+    switch (name) {
+      case 'ws': return !!caps.WebSocket;
+      case 'sse': return !!(caps.EventSource || caps.fetchStreams);
+      case 'stream': return !!(caps.fetchStreams || caps.XMLHttpRequest);
+      case 'longpoll': return !!(caps.fetch || caps.XMLHttpRequest);
+      case 'jsonp': return !!caps.document;
+      default: return false;
+    }
+  }
+
+  /* auto: WebSocket or EventSource, else streaming over fetch/XHR, else long-poll, else JSONP. */
+  function candidates(caps, transport) {
+    if (transport !== 'auto') {
+      if (!supported(caps, transport)) {
+        throw new Error('transport not available in this runtime: ' + transport);
+      }
+      return [transport];
+    }
+    var ladder = [];
+    if (caps.WebSocket) { ladder.push('ws'); }
+    if (caps.EventSource) { ladder.push('sse'); }
+    var rest = ['stream', 'longpoll', 'jsonp'];
+    for (var i = 0; i < rest.length; i++) {
+      if (supported(caps, rest[i])) { ladder.push(rest[i]); }
+    }
+    if (!ladder.length) {
+      throw new Error('no transport available in this runtime');
+    }
+    return ladder;
+  }
+
+  function parseRetryAfter(value) {
+    var seconds = parseFloat(value);
+    return isNaN(seconds) || seconds < 0 ? null : seconds;
+  }
+
+  /* An HTTP error as the reconnect logic needs it: final unless retrying can help. */
+  function httpError(status, retryAfter, bodyText) {
+    var err = { status: status, retryAfter: parseRetryAfter(retryAfter), error: 'http_' + status };
+    try {
+      var body = JSON.parse(bodyText);
+      if (body && body.error) {
+        err.error = body.error;
+        err.message = body.message;
+      }
+    } catch (e) { /* not a JSON error body */ }
+    err.message = err.message || 'HTTP ' + status;
+    err.final = status >= 400 && status < 500 && status !== 408 && status !== 429;
+    return err;
+  }
+
+  function networkError(e) {
+    return { error: 'network', message: String(e && e.message || e || 'connection lost') };
+  }
+
+  /* One JSON request (long-poll, publish) over fetch, else XHR; done(err, body). */
+  function requestJson(caps, method, url, headers, body, timeoutMs, done) {
+    var finished = false;
+    var timer = null;
+    var abortFn = noop;
+    function finish(err, value) {
+      if (finished) { return; }
+      finished = true;
+      if (timer) { root.clearTimeout(timer); }
+      done(err, value);
+    }
+    function settle(status, retryAfter, text) {
+      if (status >= 200 && status < 300) {
+        try {
+          finish(null, JSON.parse(text));
+        } catch (e) {
+          finish({ error: 'bad_response', message: 'response is not JSON' });
+        }
+      } else {
+        finish(httpError(status, retryAfter, text));
+      }
+    }
+    if (timeoutMs) {
+      timer = root.setTimeout(function () {
+        abortFn();
+        finish({ error: 'timeout', message: 'request timed out' });
+      }, timeoutMs);
+    }
+    if (caps.fetch) {
+      var ctrl = root.AbortController ? new root.AbortController() : null;
+      abortFn = function () { if (ctrl) { ctrl.abort(); } };
+      var init = { method: method, headers: headers, cache: 'no-store' };
+      if (body !== null) { init.body = body; }
+      if (ctrl) { init.signal = ctrl.signal; }
+      caps.fetch(url, init).then(function (res) {
+        return res.text().then(function (text) {
+          settle(res.status, res.headers.get('Retry-After'), text);
+        });
+      })['catch'](function (e) { finish(networkError(e)); });
+    } else {
+      var xhr = new caps.XMLHttpRequest();
+      abortFn = function () { xhr.onreadystatechange = noop; xhr.abort(); };
+      xhr.open(method, url, true);
+      for (var name in headers) {
+        if (own(headers, name)) { xhr.setRequestHeader(name, headers[name]); }
+      }
+      xhr.onreadystatechange = function () {
+        if (xhr.readyState !== 4) { return; }
+        if (xhr.status === 0) {
+          finish(networkError('connection lost'));
+        } else {
+          settle(xhr.status, xhr.getResponseHeader('Retry-After'), xhr.responseText);
+        }
+      };
+      xhr.send(body);
+    }
+    return {
+      abort: function () {
+        abortFn();
+        finished = true;
+        if (timer) { root.clearTimeout(timer); }
+      }
+    };
+  }
+
+  /* Splits a growing text stream into lines, keeping the unfinished tail. */
+  function lineSplitter(onLine) {
+    var tail = '';
+    return function (chunk) {
+      var text = tail + chunk;
+      var start = 0;
+      var end = text.indexOf('\n');
+      while (end !== -1) {
+        var line = text.substring(start, end);
+        onLine(line.charAt(line.length - 1) === '\r' ? line.substring(0, line.length - 1) : line);
+        start = end + 1;
+        end = text.indexOf('\n', start);
+      }
+      tail = text.substring(start);
+    };
+  }
+
+  function ndjsonParser(link) {
+    return lineSplitter(function (line) {
+      if (/\S/.test(line)) {
+        link.json(line);
+      }
+    });
+  }
+
+  /* text/event-stream framing: only `data:` matters, each event's JSON carries its cursor. */
+  function sseParser(link) {
+    var data = [];
+    return lineSplitter(function (line) {
+      if (line === '') {
+        if (data.length) {
+          link.json(data.join('\n'));
+          data = [];
+        }
+      } else if (line.indexOf('data:') === 0) {
+        data.push(line.charAt(5) === ' ' ? line.substring(6) : line.substring(5));
+      }
+    });
+  }
+
+  /* A held HTTP response read chunk by chunk: fetch streams, else XHR readyState 3. */
+  function httpStream(caps, url, link, onChunk) {
+    var closed = false;
+    if (caps.fetchStreams) {
+      var ctrl = new root.AbortController();
+      caps.fetch(url, { signal: ctrl.signal, cache: 'no-store' }).then(function (res) {
+        if (closed) { return null; }
+        if (res.status !== 200) {
+          return res.text().then(function (text) {
+            link.end(httpError(res.status, res.headers.get('Retry-After'), text));
+          });
+        }
+        link.open();
+        var reader = res.body.getReader();
+        var decoder = new root.TextDecoder();
+        function pump() {
+          return reader.read().then(function (step) {
+            if (closed) { return null; }
+            if (step.done) {
+              link.end({ error: 'closed', message: 'the server closed the stream' });
+              return null;
+            }
+            link.bytes();
+            onChunk(decoder.decode(step.value, { stream: true }));
+            return pump();
+          });
+        }
+        return pump();
+      })['catch'](function (e) {
+        if (!closed) { link.end(networkError(e)); }
+      });
+      return { close: function () { closed = true; ctrl.abort(); } };
+    }
+    var xhr = new caps.XMLHttpRequest();
+    var seen = 0;
+    xhr.open('GET', url, true);
+    xhr.onreadystatechange = function () {
+      if (closed) { return; }
+      var state = xhr.readyState;
+      if (state >= 2 && xhr.status === 200 && seen === 0 && !link.opened) {
+        link.open();
+      }
+      if (state >= 3 && xhr.status === 200) {
+        var text = xhr.responseText;
+        if (text.length > seen) {
+          var chunk = text.substring(seen);
+          seen = text.length;
+          link.bytes();
+          onChunk(chunk);
+        }
+        if (seen > XHR_ROTATE_BYTES && state === 3) {
+          link.end({ error: 'rotate', rotate: true, message: 'reconnecting to free memory' });
+          return;
+        }
+      }
+      if (state === 4) {
+        if (xhr.status === 200) {
+          link.end({ error: 'closed', message: 'the server closed the stream' });
+        } else if (xhr.status === 0) {
+          link.end(networkError('connection lost'));
+        } else {
+          link.end(httpError(xhr.status, xhr.getResponseHeader('Retry-After'), xhr.responseText));
+        }
+      }
+    };
+    xhr.send(null);
+    return {
+      close: function () {
+        closed = true;
+        xhr.onreadystatechange = noop;
+        xhr.abort();
+      }
+    };
+  }
+
+  /* Transports: open(sub, link) -> {close, liveness}. liveness says what the heartbeat
+   * watchdog can observe: 'bytes' (every heartbeat), 'open' (only the connection opening). */
+  var OPENERS = {
+    stream: function (sub, link) {
+      var conn = httpStream(sub._caps, sub._url('stream', { pad: sub._opts.pad || null }),
+        link, ndjsonParser(link));
+      conn.liveness = 'bytes';
+      return conn;
+    },
+
+    sse: function (sub, link) {
+      var url = sub._url('sse', {});
+      if (!sub._caps.EventSource) {
+        var conn = httpStream(sub._caps, url, link, sseParser(link));
+        conn.liveness = 'bytes';
+        return conn;
+      }
+      var es = new sub._caps.EventSource(url);
+      es.onopen = function () { link.open(); };
+      es.onmessage = function (ev) { link.json(ev.data); };
+      es.onerror = function () {
+        /* EventSource would retry by itself with a stale URL; resume on our terms instead. */
+        link.end(networkError('event stream failed'));
+      };
+      return {
+        liveness: 'open',
+        close: function () {
+          es.onopen = es.onmessage = es.onerror = null;
+          es.close();
+        }
+      };
+    },
+
+    ws: function (sub, link) {
+      var ws = new sub._caps.WebSocket(sub._url('ws', {}).replace(/^http/, 'ws'));
+      var canSeePings = typeof ws.on === 'function';
+      if (canSeePings) {
+        ws.on('ping', function () { link.bytes(); });
+      }
+      ws.onopen = function () { link.open(); };
+      ws.onmessage = function (ev) {
+        if (typeof ev.data === 'string') {
+          link.json(ev.data);
+        }
+      };
+      ws.onerror = function () { link.end(networkError('websocket error')); };
+      ws.onclose = function (ev) {
+        link.end({ error: 'closed', message: 'websocket closed (' + ev.code + ')' });
+      };
+      return {
+        liveness: canSeePings ? 'bytes' : 'open',
+        close: function () {
+          ws.onopen = ws.onmessage = ws.onclose = null;
+          ws.onerror = noop;
+          try { ws.close(); } catch (e) { /* already closing */ }
+        }
+      };
+    },
+
+    longpoll: function (sub, link) {
+      return pollLoop(sub, link, function (url, timeoutMs, done) {
+        return requestJson(sub._caps, 'GET', url, {}, null, timeoutMs, done);
+      });
+    },
+
+    jsonp: function (sub, link) {
+      return pollLoop(sub, link, function (url, timeoutMs, done) {
+        return jsonpRequest(sub._caps.document, url, timeoutMs, done);
+      });
+    }
+  };
+
+  /* Long-poll and JSONP: one request after another, each from the cursor the last returned. */
+  function pollLoop(sub, link, request) {
+    var current = null;
+    var closed = false;
+    function next() {
+      if (closed) { return; }
+      var timeout = sub._opts.pollTimeout;
+      current = request(sub._url('lp', { timeout: timeout }), (timeout + 15) * 1000,
+        function (err, body) {
+          current = null;
+          if (closed) { return; }
+          if (err) {
+            link.end(err);
+            return;
+          }
+          if (!link.opened) { link.open(); }
+          var messages = body.messages || [];
+          for (var i = 0; i < messages.length && !closed; i++) {
+            link.event(messages[i]);
+          }
+          if (closed) { return; }
+          if (body.cursor) { link.cursor(body.cursor); }
+          /* next tick: lets the HTTP stack put the kept-alive connection back for reuse */
+          root.setTimeout(next, 0);
+        });
+    }
+    next();
+    return {
+      liveness: 'none',
+      close: function () {
+        closed = true;
+        if (current) { current.abort(); }
+      }
+    };
+  }
+
+  function jsonpRequest(doc, url, timeoutMs, done) {
+    var registry = root.__pushclient || (root.__pushclient = {});
+    var id = 'c' + (++jsonpSeq);
+    var script = doc.createElement('script');
+    var finished = false;
+    var timer = null;
+    function finish(err, body) {
+      if (finished) { return; }
+      finished = true;
+      root.clearTimeout(timer);
+      registry[id] = noop; /* a late response must still find a function */
+      script.onerror = null;
+      if (script.parentNode) { script.parentNode.removeChild(script); }
+      if (done) { done(err, body); }
+    }
+    registry[id] = function (body) {
+      finish(null, body);
+      delete registry[id];
+    };
+    timer = root.setTimeout(function () {
+      finish({ error: 'timeout', message: 'JSONP request timed out' });
+    }, timeoutMs);
+    script.onerror = function () { finish(networkError('JSONP request failed')); };
+    script.async = true;
+    script.src = url + (url.indexOf('?') === -1 ? '?' : '&') + 'callback=__pushclient.' + id;
+    (doc.getElementsByTagName('head')[0] || doc.documentElement).appendChild(script);
+    return { abort: function () { done = null; finish(null, null); } };
+  }
+
+  /**
+   * A subscription to 1..64 channels that delivers every message once, in order, across
+   * reconnects, and reports what it could not deliver through onGap.
+   */
+  function PushSubscription(baseUrl, channels, options) {
+    if (!(this instanceof PushSubscription)) {
+      return new PushSubscription(baseUrl, channels, options);
+    }
+    options = options || {};
+    var list = typeof channels === 'string' ? channels.split(',') : channels;
+    if (!list || !list.length) {
+      throw new Error('a subscription needs at least one channel');
+    }
+    for (var i = 0; i < list.length; i++) { checkChannel(list[i]); }
+    this.baseUrl = trimBase(baseUrl);
+    this.channels = list.slice();
+    this.cursor = option(options, 'cursor', null);
+    this.transport = null;
+    this.closed = false;
+    this._opts = {
+      history: option(options, 'history', null),
+      token: option(options, 'token', null),
+      pad: option(options, 'pad', 0),
+      heartbeat: option(options, 'heartbeat', 20),
+      pollTimeout: option(options, 'pollTimeout', 30),
+      minDelay: option(options, 'minDelay', 500),
+      maxDelay: option(options, 'maxDelay', 30000),
+      onMessage: options.onMessage,
+      onGap: options.onGap,
+      onStatus: options.onStatus
+    };
+    this._caps = capabilities(options);
+    this._auto = option(options, 'transport', 'auto') === 'auto';
+    this._ladder = candidates(this._caps, option(options, 'transport', 'auto'));
+    this._rung = 0;
+    this._unopened = 0;
+    this._attempt = 0;
+    this._generation = 0;
+    this._conn = null;
+    this._watchdog = null;
+    this._retryTimer = null;
+    this._connect();
+  }
+
+  PushSubscription.prototype._status = function (status, info) {
+    callUser(this._opts.onStatus, [status, info || {}]);
+  };
+
+  PushSubscription.prototype._url = function (kind, extra) {
+    var params = {};
+    var token = this._opts.token;
+    if (this.cursor) {
+      params.cursor = this.cursor;
+    } else if (this._opts.history !== null) {
+      params.history = this._opts.history;
+    }
+    if (token) {
+      params.token = typeof token === 'function' ? token() : token;
+    }
+    for (var key in extra) {
+      if (own(extra, key)) { params[key] = extra[key]; }
+    }
+    return this.baseUrl + '/' + kind + '/' + this.channels.join(',') + query(params);
+  };
+
+  PushSubscription.prototype._connect = function () {
+    var self = this;
+    var generation = ++this._generation;
+    var name = this._ladder[this._rung];
+    var watchMs = this._opts.heartbeat * 2500;
+    var link = { opened: false, received: 0, delivered: 0 };
+    var conn = null;
+    function live() { return generation === self._generation && !self.closed; }
+    function watch() {
+      root.clearTimeout(self._watchdog);
+      self._watchdog = null;
+      if (conn && (conn.liveness === 'bytes' || (conn.liveness === 'open' && !link.opened))) {
+        self._watchdog = root.setTimeout(function () {
+          if (live()) {
+            link.end({ error: 'heartbeat', silent: link.received === 0,
+              message: 'no heartbeat for ' + watchMs / 1000 + ' s' });
+          }
+        }, watchMs);
+      }
+    }
+    link.open = function () {
+      if (!live()) { return; }
+      link.opened = true;
+      self._unopened = 0;
+      self._status('open', { transport: name });
+      watch();
+    };
+    link.bytes = function () {
+      if (!live()) { return; }
+      link.received++;
+      watch();
+    };
+    link.json = function (text) {
+      var obj;
+      try {
+        obj = JSON.parse(text);
+      } catch (e) {
+        link.end({ error: 'bad_response', message: 'not JSON: ' + String(text).substring(0, 80) });
+        return;
+      }
+      link.event(obj);
+    };
+    link.event = function (obj) {
+      if (live() && obj && typeof obj === 'object') {
+        self._event(obj, link);
+      }
+    };
+    link.cursor = function (cursor) {
+      if (live()) { self.cursor = cursor; }
+    };
+    link.end = function (err) {
+      if (live()) { self._ended(name, link, err || {}); }
+    };
+    this.transport = name;
+    this._status('connecting', { transport: name, cursor: this.cursor });
+    try {
+      conn = OPENERS[name](this, link);
+    } catch (e) {
+      conn = null;
+      link.end(networkError(e));
+      return;
+    }
+    if (live()) {
+      this._conn = conn;
+      watch();
+    } else {
+      conn.close();
+    }
+  };
+
+  PushSubscription.prototype._event = function (obj, link) {
+    if (obj.cursor) {
+      this.cursor = obj.cursor;
+    }
+    if (obj.type === undefined) {
+      link.delivered++;
+      this._attempt = 0;
+      callUser(this._opts.onMessage, [obj]);
+    } else if (obj.type === 'gap') {
+      callUser(this._opts.onGap, [obj]);
+    } else if (obj.type === 'reconnect') {
+      link.end({ error: 'reconnect', message: 'the server asked to reconnect' });
+    } else if (obj.type === 'expired') {
+      this._status('expired', {});
+      link.end({ error: 'expired', message: 'the subscription token expired' });
+    }
+  };
+
+  /* Drops the current connection so that nothing it still reports is heard. */
+  PushSubscription.prototype._drop = function () {
+    this._generation++;
+    root.clearTimeout(this._watchdog);
+    this._watchdog = null;
+    var conn = this._conn;
+    this._conn = null;
+    if (conn) { conn.close(); }
+  };
+
+  PushSubscription.prototype._ended = function (name, link, err) {
+    var self = this;
+    this._drop();
+    if (err.final) {
+      this._status('error', err);
+      this.close();
+      return;
+    }
+    if (this._auto) {
+      this._climbDown(name, link, err);
+    }
+    var delay = 0;
+    if (err.retryAfter !== null && err.retryAfter !== undefined) {
+      delay = err.retryAfter * 1000 + Math.random() * this._opts.minDelay;
+    } else if (!err.rotate) {
+      if (link.opened) { this._attempt = 0; }
+      var cap = Math.min(this._opts.maxDelay, this._opts.minDelay * Math.pow(2, this._attempt));
+      delay = cap / 2 + Math.random() * cap / 2;
+      this._attempt++;
+    }
+    this._status('reconnecting', { transport: name, delay: delay, reason: err });
+    this._retryTimer = root.setTimeout(function () {
+      self._retryTimer = null;
+      if (!self.closed) { self._connect(); }
+    }, delay);
+  };
+
+  /* auto: a stream whose heartbeats never arrive sits behind a buffering proxy, so long-poll;
+   * a transport that repeatedly fails to open at all gives way to the next one. */
+  PushSubscription.prototype._climbDown = function (name, link, err) {
+    var from = this._rung;
+    var longpoll = this._ladder.indexOf('longpoll');
+    if (err.error === 'heartbeat' && err.silent && STREAMING[name] && longpoll > this._rung) {
+      this._rung = longpoll;
+    } else if (!link.opened && !err.retryAfter) {
+      this._unopened++;
+      if (this._unopened >= 2 && this._rung < this._ladder.length - 1) {
+        this._rung++;
+      }
+    }
+    if (this._rung !== from) {
+      this._unopened = 0;
+      this._attempt = 0;
+      this._status('fallback', { from: name, to: this._ladder[this._rung], reason: err });
+    }
+  };
+
+  /** Stops the subscription for good; `cursor` stays readable to resume later. */
+  PushSubscription.prototype.close = function () {
+    if (this.closed) { return; }
+    this._drop();
+    this.closed = true;
+    root.clearTimeout(this._retryTimer);
+    this._retryTimer = null;
+    this._status('closed', { cursor: this.cursor });
+  };
+
+  function pubHeaders(options) {
+    var headers = { 'Content-Type': 'application/json' };
+    var key = option(options, 'key', null);
+    if (key) { headers.Authorization = 'Bearer ' + key; }
+    return headers;
+  }
+
+  /* Node-style callback when given, else a Promise (when the runtime has one). */
+  function post(url, body, options) {
+    var callback = option(options, 'callback', null);
+    var caps = capabilities(options);
+    var timeoutMs = option(options, 'timeout', 30000);
+    function send(done) {
+      requestJson(caps, 'POST', url, pubHeaders(options), body, timeoutMs, function (err, value) {
+        if (err) {
+          var error = new Error(err.message);
+          error.status = err.status;
+          error.code = err.error;
+          error.retryAfter = err.retryAfter;
+          done(error);
+        } else {
+          done(null, value);
+        }
+      });
+    }
+    if (callback || !root.Promise) {
+      send(callback || noop);
+      return undefined;
+    }
+    return new root.Promise(function (resolve, reject) {
+      send(function (err, value) {
+        if (err) { reject(err); } else { resolve(value); }
+      });
+    });
+  }
+
+  /** Publishes one JSON value to a channel (Node, trusted pages): {channel, id, ts, subscribers}. */
+  function publish(baseUrl, channel, data, options) {
+    return post(trimBase(baseUrl) + '/pub/' + checkChannel(channel), JSON.stringify(data), options);
+  }
+
+  /** Publishes [{channel, data}, ...] in one request, in order. */
+  function publishBatch(baseUrl, items, options) {
+    for (var i = 0; i < items.length; i++) { checkChannel(items[i].channel); }
+    return post(trimBase(baseUrl) + '/pub', JSON.stringify(items), options);
+  }
+
+  return {
+    PushSubscription: PushSubscription,
+    publish: publish,
+    publishBatch: publishBatch,
+    TRANSPORTS: ['auto', 'ws', 'sse', 'stream', 'longpoll', 'jsonp'],
+    version: '0.1.0'
+  };
+}

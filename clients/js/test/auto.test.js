@@ -1,0 +1,110 @@
+// transport "auto": the choice, the fall-back behind a buffering proxy, final errors.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import WebSocket from 'ws';
+import { startDevServer } from '../demo/server.mjs';
+import { PushSubscription, publish } from '../dist/pushclient.js';
+import { cursorNow, freshChannel, startPushserver, waitFor } from './helpers.js';
+
+function subscribe(baseUrl, channel, options) {
+  const got = [];
+  const statuses = [];
+  const sub = new PushSubscription(baseUrl, channel, {
+    heartbeat: 1,
+    minDelay: 50,
+    pollTimeout: 5,
+    onMessage: (message) => got.push(message.data),
+    onStatus: (status, info) => statuses.push({ status, info }),
+    ...options,
+  });
+  return { sub, got, statuses };
+}
+
+describe('auto', () => {
+  let server;
+  let devServer;
+  before(async () => {
+    server = await startPushserver(['--heartbeat', '1']);
+    devServer = await startDevServer({ upstream: server.url });
+  });
+  after(async () => {
+    await devServer.close();
+    await server.stop();
+  });
+
+  test('picks WebSocket when given a constructor, else fetch streaming', async () => {
+    const channel = freshChannel('auto');
+    const cursor = await cursorNow(server.url, channel);
+    const withWs = subscribe(server.url, channel, { cursor, WebSocket });
+    const withoutWs = subscribe(server.url, channel, { cursor });
+    try {
+      await publish(server.url, channel, 'hello');
+      await waitFor(() => withWs.got.length && withoutWs.got.length, 'both subscribers');
+      assert.equal(withWs.sub.transport, 'ws');
+      assert.equal(withoutWs.sub.transport, 'stream');
+      assert.deepEqual(withWs.got, ['hello']);
+      assert.deepEqual(withoutWs.got, ['hello']);
+    } finally {
+      withWs.sub.close();
+      withoutWs.sub.close();
+    }
+  });
+
+  test('behind a buffering proxy, falls back to long-poll and delivers', async () => {
+    const channel = freshChannel('buffered');
+    const cursor = await cursorNow(server.url, channel);
+    const { sub, got, statuses } = subscribe(`${devServer.url}/buffered`, channel, {
+      cursor,
+      WebSocket,
+    });
+    try {
+      await waitFor(() => sub.transport === 'longpoll', 'the fall-back to long-poll');
+      for (const n of [1, 2, 3]) await publish(server.url, channel, { n });
+      await waitFor(() => got.length >= 3, 'three messages over long-poll');
+      assert.deepEqual(got, [{ n: 1 }, { n: 2 }, { n: 3 }]);
+      const fallbacks = statuses.filter((s) => s.status === 'fallback').map((s) => s.info.to);
+      assert.deepEqual(fallbacks, ['stream', 'longpoll'], 'ws refused, stream silent');
+    } finally {
+      sub.close();
+    }
+  });
+
+  test('close() stops delivery and reports the cursor', async () => {
+    const channel = freshChannel('close');
+    const cursor = await cursorNow(server.url, channel);
+    const { sub, got, statuses } = subscribe(server.url, channel, { cursor, transport: 'stream' });
+    await publish(server.url, channel, 1);
+    await waitFor(() => got.length === 1, 'the first message');
+    sub.close();
+    assert.equal(sub.closed, true);
+    assert.equal(statuses.at(-1).status, 'closed');
+    assert.equal(statuses.at(-1).info.cursor, sub.cursor);
+    const subscribers = async () => {
+      const res = await fetch(`${server.url}/channels/${channel}`);
+      return (await res.json()).subscribers;
+    };
+    await waitFor(async () => (await subscribers()) === 0, 'the server to see the client leave');
+    const receipt = await publish(server.url, channel, 2);
+    assert.equal(receipt.subscribers, 0);
+    assert.deepEqual(got, [1]);
+  });
+});
+
+describe('final errors', () => {
+  let server;
+  before(async () => {
+    server = await startPushserver(['--subscribe-secret', 'not-for-this-client']);
+  });
+  after(() => server.stop());
+
+  for (const transport of ['stream', 'longpoll', 'sse']) {
+    test(`${transport}: a 401 closes the subscription instead of retrying`, async () => {
+      const { sub, statuses } = subscribe(server.url, freshChannel('denied'), { transport });
+      await waitFor(() => sub.closed, 'the subscription to close');
+      const error = statuses.find((s) => s.status === 'error');
+      assert.equal(error.info.status, 401);
+      assert.equal(error.info.error, 'unauthorized');
+      assert.equal(statuses.filter((s) => s.status === 'connecting').length, 1);
+    });
+  }
+});

@@ -1,0 +1,116 @@
+// Shared test fixtures: a real pushserver process, a TCP proxy that can cut connections, and
+// polling with a deadline (tests wait on conditions, never on fixed sleeps).
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const PYTHON = process.env.PUSHSERVER_PYTHON || 'python3';
+
+/** Starts `python -m pushserver --port 0 ...args`; resolves once it prints its URL. */
+export function startPushserver(args = []) {
+  const proc = spawn(PYTHON, ['-m', 'pushserver', '--host', '127.0.0.1', '--port', '0', ...args], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  proc.stderr.on('data', (chunk) => {
+    stderr = (stderr + chunk).slice(-4000);
+  });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => fail(new Error('pushserver did not start in 30 s')), 30000);
+    function fail(err) {
+      clearTimeout(timer);
+      proc.kill('SIGKILL');
+      reject(new Error(`${err.message}\n${stderr}`));
+    }
+    proc.once('exit', (code) => fail(new Error(`pushserver exited with ${code}`)));
+    proc.once('error', fail);
+    createInterface({ input: proc.stdout }).on('line', (line) => {
+      const match = /pushserver listening on (http:\/\/\S+)/.exec(line);
+      if (!match) return;
+      clearTimeout(timer);
+      proc.removeAllListeners('exit');
+      const url = match[1];
+      resolve({
+        url,
+        port: Number(new URL(url).port),
+        stop: () => new Promise((done) => {
+          if (proc.exitCode !== null) return done();
+          proc.once('exit', () => done());
+          proc.kill('SIGTERM');
+        }),
+      });
+    });
+  });
+}
+
+/** A TCP relay in front of the server; cut() drops every connection through it. */
+export function startTcpProxy(targetPort) {
+  const pairs = new Set();
+  const stats = { connections: 0, open: 0, maxOpen: 0 };
+  const server = net.createServer((client) => {
+    const upstream = net.connect(targetPort, '127.0.0.1');
+    const pair = { client, upstream };
+    pairs.add(pair);
+    stats.connections += 1;
+    stats.open += 1;
+    stats.maxOpen = Math.max(stats.maxOpen, stats.open);
+    let closed = false;
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      pairs.delete(pair);
+      stats.open -= 1;
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', close).on('close', close);
+    upstream.on('error', close).on('close', close);
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      resolve({
+        url: `http://127.0.0.1:${server.address().port}`,
+        stats,
+        cut() {
+          for (const pair of [...pairs]) {
+            pair.client.destroy();
+            pair.upstream.destroy();
+          }
+        },
+        close: () => new Promise((done) => {
+          for (const pair of pairs) pair.client.destroy();
+          server.close(() => done());
+        }),
+      });
+    });
+  });
+}
+
+/** Resolves when check() is truthy; rejects after timeoutMs naming what was awaited. */
+export async function waitFor(check, what, timeoutMs = 20000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** The cursor for "now" on a channel, from an immediate long-poll. */
+export async function cursorNow(baseUrl, channel) {
+  const res = await fetch(`${baseUrl}/lp/${channel}?timeout=0`);
+  if (res.status !== 200) throw new Error(`cursor request: HTTP ${res.status}`);
+  return (await res.json()).cursor;
+}
+
+/** Channel names unique per test run, so tests sharing a server never see each other. */
+let counter = 0;
+export function freshChannel(prefix) {
+  counter += 1;
+  return `${prefix}-${process.pid}-${counter}`;
+}

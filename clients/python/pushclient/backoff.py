@@ -1,0 +1,23 @@
+"""Reconnect delays: exponential with jitter, so a restarted server is not hit by a stampede."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Delay before retry `attempt` (1, 2, ...): `initial * factor**(attempt-1)`, capped at
+    `maximum`, then scaled by a random factor in [1 - jitter, 1]."""
+
+    initial: float = 0.25
+    maximum: float = 30.0
+    factor: float = 2.0
+    jitter: float = 0.5
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """The delay before `attempt`; never shorter than the server's `retry_after`."""
+        base = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
+        delay = base * (1.0 - self.jitter * random.random())
+        return delay if retry_after is None else max(delay, retry_after)

@@ -1,0 +1,137 @@
+"""A subscription that heals itself: reconnects with backoff and resumes from its cursor."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from types import TracebackType
+
+import aiohttp
+from yarl import URL
+
+from .backoff import Backoff
+from .errors import (
+    NetworkError,
+    PushError,
+    RetriesExhausted,
+    ServerError,
+    TokenExpired,
+    TooManyRequests,
+)
+from .models import Gap, Message
+from .transports import make_transport
+from .transports.base import Checkpoint, Connected, Expired, Reconnect
+
+log = logging.getLogger("pushclient")
+
+# Errors worth another attempt; any other PushError (a 4xx) is final.
+_RETRYABLE = (NetworkError, ServerError, TooManyRequests)
+_NETWORK = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+class Subscription:
+    """Iterate it (`async for item in sub`) for `Message`s and `Gap`s, in order, forever.
+
+    `cursor` is the last cursor received: persist it and pass it to a later `subscribe` to
+    resume. Iteration ends only by an exception: a final HTTP error (e.g. `Unauthorized`),
+    `TokenExpired`, or `RetriesExhausted` once `max_retries` consecutive attempts failed.
+    """
+
+    def __init__(
+        self,
+        *,
+        session: Callable[[], aiohttp.ClientSession],
+        url: URL,
+        channels: list[str],
+        transport: str,
+        cursor: str | None,
+        history: int,
+        token: str | None,
+        heartbeat: Callable[[], Awaitable[float]],
+        poll_timeout: float,
+        backoff: Backoff,
+        max_retries: int | None,
+    ) -> None:
+        self.channels = channels
+        self.transport = transport
+        self.cursor = cursor
+        self._transport = make_transport(transport, poll_timeout=poll_timeout)
+        self._url = url / self._transport.path / ",".join(channels)
+        self._session = session
+        self._history = history
+        self._token = token
+        self._heartbeat = heartbeat
+        self._backoff = backoff
+        self._max_retries = max_retries
+        self._items: AsyncGenerator[Message | Gap, None] | None = None
+
+    def __aiter__(self) -> AsyncIterator[Message | Gap]:
+        return self
+
+    async def __anext__(self) -> Message | Gap:
+        if self._items is None:
+            self._items = self._run()
+        return await anext(self._items)
+
+    async def aclose(self) -> None:
+        """Close the connection now instead of when the iterator is garbage-collected."""
+        if self._items is not None:
+            await self._items.aclose()
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _params(self) -> dict[str, str]:
+        params = {"history": str(self._history)} if self._history else {}
+        if self.cursor is not None:
+            params["cursor"] = self.cursor
+        if self._token is not None:
+            params["token"] = self._token
+        return params
+
+    async def _run(self) -> AsyncGenerator[Message | Gap, None]:
+        # No byte for 2.5 heartbeats, heartbeat included, means the connection is dead.
+        idle = 2.5 * await self._heartbeat()
+        failures = 0
+        while True:
+            error: PushError | None = None
+            events = self._transport.events(self._session(), self._url, self._params(), idle)
+            try:
+                async with aclosing(events):
+                    async for event in events:
+                        if isinstance(event, Connected):
+                            failures = 0
+                        elif isinstance(event, Reconnect):
+                            self.cursor = event.cursor or self.cursor
+                            error = NetworkError("the server asked to reconnect")
+                            break
+                        elif isinstance(event, Expired):
+                            raise TokenExpired("the subscription token expired", cursor=self.cursor)
+                        else:
+                            self.cursor = event.cursor
+                            if not isinstance(event, Checkpoint):
+                                yield event
+                if error is None:
+                    if self._transport.polling:
+                        continue
+                    error = NetworkError("the server closed the stream")
+            except _RETRYABLE as exc:
+                error = exc
+            except _NETWORK as exc:
+                error = NetworkError(f"{type(exc).__name__}: {exc}".rstrip(": "))
+            failures += 1
+            if self._max_retries is not None and failures > self._max_retries:
+                raise RetriesExhausted(failures, error, cursor=self.cursor) from error
+            delay = self._backoff.delay(failures, error.retry_after)
+            log.info("%s: %s; retry %d in %.2fs", self._url, error, failures, delay)
+            await asyncio.sleep(delay)

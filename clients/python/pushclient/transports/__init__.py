@@ -1,0 +1,28 @@
+"""One module per subscribe transport, each parsing its wire format into events."""
+
+from __future__ import annotations
+
+from .base import Transport
+from .longpoll import LongPollTransport
+from .sse import SSETransport
+from .stream import StreamTransport
+from .ws import WebSocketTransport
+
+TRANSPORT_NAMES = ("sse", "stream", "longpoll", "ws")
+
+
+def make_transport(name: str, *, poll_timeout: float) -> Transport:
+    """The transport called `name` ("sse", "stream", "longpoll" or "ws")."""
+    if name == "longpoll":
+        return LongPollTransport(poll_timeout)
+    kinds: dict[str, type[Transport]] = {
+        "sse": SSETransport,
+        "stream": StreamTransport,
+        "ws": WebSocketTransport,
+    }
+    if name not in kinds:
+        raise ValueError(f"unknown transport {name!r}: choose one of {', '.join(TRANSPORT_NAMES)}")
+    return kinds[name]()
+
+
+__all__ = ["TRANSPORT_NAMES", "Transport", "make_transport"]

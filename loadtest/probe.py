@@ -1,0 +1,109 @@
+"""The probe: one independent, lightly loaded subscriber in its own process.
+
+It reports its own latency beside the crowd's, so a reader can tell latency the server causes
+(the probe sees it too) from latency the busy load generator causes (only the crowd sees it).
+Run by the controller as `python -m loadtest.probe URL TRANSPORT CHANNEL`; one JSON line per
+event on stdout.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Any
+
+import gevent
+import gevent.event
+import gevent.subprocess
+import orjson
+
+from loadtest.http11 import Endpoint
+from loadtest.subscribers import TRANSPORTS
+from loadtest.tally import StepBook
+from loadtest.tuning import quiet_gc
+
+
+class PrintingSink:
+    """Subscriber sink that writes each event as one JSON line for the controller."""
+
+    def _emit(self, obj: dict[str, Any]) -> None:
+        sys.stdout.buffer.write(orjson.dumps(obj) + b"\n")
+        sys.stdout.flush()
+
+    def subscribed(self, channel: str) -> None:
+        self._emit({"subscribed": channel})
+
+    def delivered(self, envelope: dict[str, Any], received: float, size: int, dup: bool) -> None:
+        data = envelope.get("data")
+        if type(data) is dict and "step" in data:
+            self._emit(
+                {
+                    "step": data["step"],
+                    "dup": dup,
+                    "e2e": received - data["t"],
+                    "fanout": received - envelope["ts"],
+                }
+            )
+
+    def gap(self, event: dict[str, Any]) -> None:
+        self._emit({"gap": event})
+
+    def reconnecting(self, error: BaseException) -> None:
+        self._emit({"reconnect": str(error)})
+
+
+def main(argv: list[str] | None = None) -> None:
+    url, transport, channel = (argv if argv is not None else sys.argv[1:])[:3]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    quiet_gc()
+    subscriber = TRANSPORTS[transport](Endpoint.parse(url), channel, PrintingSink())
+    try:
+        subscriber.run()
+    except (BrokenPipeError, KeyboardInterrupt):
+        pass
+
+
+class ProbeProcess:
+    """Controller side: starts the probe and books its deliveries per step."""
+
+    def __init__(self, url: str, transport: str, channel: str, book: StepBook) -> None:
+        self.book = book
+        self.reconnects = 0
+        self.subscribed = gevent.event.Event()
+        self.proc = gevent.subprocess.Popen(
+            [sys.executable, "-m", "loadtest.probe", url, transport, channel],
+            stdout=gevent.subprocess.PIPE,
+            stdin=gevent.subprocess.DEVNULL,
+        )
+        self.reader = gevent.spawn(self._read)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            event = orjson.loads(line)
+            if "step" in event:
+                counts = self.book.probe_step(event["step"])
+                if event["dup"]:
+                    counts.duplicates += 1
+                else:
+                    counts.delivered += 1
+                    counts.e2e.add(event["e2e"])
+                    counts.fanout.add(event["fanout"])
+            elif "subscribed" in event:
+                self.subscribed.set()
+            elif "reconnect" in event:
+                self.reconnects += 1
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except gevent.subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.reader.kill()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The burn-in settings: one definition for the command line, Locust's web UI and the workers."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any
+
+TESTS = ("subscribers", "channels")
+TRANSPORTS = ("longpoll", "stream", "sse", "ws")
+SATURATED_CPU = 90.0  # % of one core: above it a step measures the load generator
+PUBLISHER_MIN_RATE = 0.95  # of --rate, below which the run stops
+DRAIN_GRACE = 3.0  # seconds after the ceiling before undelivered messages count as lost
+
+
+@dataclass(frozen=True)
+class Settings:
+    test: str = "subscribers"
+    transport: str = "longpoll"
+    ceiling: float = 1.0
+    step: int = 100
+    factor: float = 0.0
+    start: int = 0
+    step_seconds: float = 10.0
+    rate: float = 1.0
+    max: int = 1_000_000
+    max_minutes: float = 30.0
+    spawn_rate: float = 1000.0
+    out: str = "burnin-results"
+    label: str = ""
+    run_id: str = ""
+    publish_key: str = ""
+    source_ip: str = "auto"
+    probe: bool = True
+    workers: int = 0
+
+    def counts(self) -> list[int]:
+        """Subscriber counts of successive steps: +step each, or ×factor when a factor is set."""
+        count = self.start or self.step
+        counts = []
+        while True:
+            counts.append(min(count, self.max))
+            if count >= self.max:
+                return counts
+            count = max(count + 1, math.ceil(count * self.factor)) if self.factor else count + self.step
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex[:10]
+
+
+# (name, type, default, help): one table for argparse (CLI) and Locust's custom arguments
+OPTIONS: list[tuple[str, type, Any, str]] = [
+    ("test", str, "subscribers", "subscribers (all on one channel) or channels (one each)"),
+    ("transport", str, "longpoll", "longpoll, stream, sse or ws"),
+    ("ceiling", float, 1.0, "stop once a step's worst end-to-end latency passes this (s)"),
+    ("step", int, 100, "subscribers added per step"),
+    ("factor", float, 0.0, "grow the count geometrically by this factor instead (e.g. 2)"),
+    ("start", int, 0, "subscribers in the first step (default: --step)"),
+    ("step-seconds", float, 10.0, "publishing time per step (s)"),
+    ("rate", float, 1.0, "messages per second to every channel under test"),
+    ("max", int, 1_000_000, "stop after the step that reaches this many subscribers"),
+    ("max-minutes", float, 30.0, "stop the run after this many minutes"),
+    ("spawn-rate", float, 1000.0, "subscribers connected per second while ramping"),
+    ("out", str, "burnin-results", "directory of results.jsonl"),
+    ("label", str, "", "legend label in charts (default test/transport)"),
+    ("run-id", str, "", "run id (default: a new one)"),
+    ("publish-key", str, os.environ.get("PUSHSERVER_PUBLISH_KEY", ""), "server publish key"),
+    ("source-ip", str, "auto", "local address of subscriber sockets: auto, none or an IP"),
+]
+
+
+def add_locust_arguments(parser: Any) -> None:
+    """Register the settings as Locust custom arguments (shown in the web UI, sent to workers)."""
+    group = parser.add_argument_group("pushserver burn-in")
+    for name, kind, default, text in OPTIONS:
+        extra = {"is_secret": True} if name == "publish-key" else {}
+        group.add_argument(f"--burnin-{name}", type=kind, default=default, help=text, **extra)
+    group.add_argument(
+        "--burnin-no-probe", action="store_true", help="do not start the probe subscriber"
+    )
+
+
+def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
+    for name, kind, default, text in OPTIONS:
+        if name != "test":
+            parser.add_argument(f"--{name}", type=kind, default=default, help=text)
+    parser.add_argument("--no-probe", action="store_true", help="no independent probe subscriber")
+
+
+def from_locust_options(options: Any, workers: int = 0) -> Settings:
+    values = {}
+    for name, _, _, _ in OPTIONS:
+        attr = name.replace("-", "_")
+        values[attr] = getattr(options, f"burnin_{attr}")
+    settings = Settings(**values, probe=not options.burnin_no_probe, workers=workers)
+    validate(settings)
+    return settings
+
+
+def validate(settings: Settings) -> None:
+    if settings.test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS}, got {settings.test!r}")
+    if settings.transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, got {settings.transport!r}")
+    if settings.factor and settings.factor <= 1:
+        raise ValueError("--factor must be above 1")
+    if min(settings.step, settings.rate, settings.step_seconds, settings.ceiling) <= 0:
+        raise ValueError("--step, --rate, --step-seconds and --ceiling must be positive")

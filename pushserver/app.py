@@ -1,0 +1,112 @@
+"""The aiohttp application: routes, the JSON error middleware and the background timers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from . import admin, publish
+from .broker import create_broker
+from .config import Settings
+from .errors import ApiError, error_response
+from .gcmonitor import GcMonitor
+from .hub import Hub
+from .metrics import Metrics
+from .state import STATE, ServerState
+from .transports import longpoll, sse, stream, ws
+
+log = logging.getLogger("pushserver")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+HTTP_ERROR_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    414: "too_large",
+    431: "too_large",
+}
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error a client sees is `{"error", "message"}`; bad input is never a 500."""
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = HTTP_ERROR_CODES.get(exc.status, "bad_request" if exc.status < 500 else "error")
+        headers = {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")}
+        return error_response(exc.status, code, exc.reason or code, headers)
+    except (asyncio.CancelledError, ConnectionError):
+        raise
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(500, "internal", "internal server error")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/lp/{channels}", longpoll.handle, allow_head=False)
+    app.router.add_get("/stream/{channels}", stream.handle, allow_head=False)
+    app.router.add_get("/sse/{channels}", sse.handle, allow_head=False)
+    app.router.add_get("/ws/{channels}", ws.handle, allow_head=False)
+    app.router.add_post("/pub/{channel}", publish.publish_one)
+    app.router.add_post("/pub", publish.publish_batch)
+    app.router.add_get("/channels/{channel}", admin.channel_info, allow_head=False)
+    app.router.add_get("/stats", admin.stats_handler, allow_head=False)
+    app.router.add_get("/metrics", admin.metrics_handler, allow_head=False)
+    app.router.add_get("/healthz", admin.healthz)
+
+
+async def _every(seconds: float, action: Callable[[], object]) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            action()
+        except Exception:
+            log.exception("periodic %s failed", getattr(action, "__name__", action))
+
+
+async def _timers(app: web.Application) -> AsyncIterator[None]:
+    state = app[STATE]
+    settings = state.settings
+    await state.broker.start()
+    idle_after = max(settings.history_ttl, 2 * settings.sweep_interval)
+    tasks = [
+        asyncio.create_task(_every(settings.heartbeat, state.hub.heartbeat)),
+        asyncio.create_task(_every(settings.sweep_interval, lambda: state.hub.sweep(idle_after))),
+        asyncio.create_task(_every(1.0, state.cpu.sample)),
+    ]
+    yield
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await state.broker.close()
+    state.gc.uninstall()
+
+
+async def create_app(settings: Settings, worker: int = 0) -> web.Application:
+    """Build the app inside a running loop (the hub schedules its flushes on it)."""
+    broker, hub = create_broker(settings, Hub)
+    gc = GcMonitor(lambda generation, seconds: metrics.observe_gc(generation, seconds))
+    metrics = Metrics(
+        hub,
+        worker,
+        lambda: {"gc_pauses": gc.pauses, "gc_pause_worst_seconds": gc.worst},
+    )
+    hub.observe_fanout = metrics.fanout.observe
+    gc.install(settings.gc_thresholds)
+    app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
+    app[STATE] = ServerState(settings, hub, broker, metrics, gc, worker)
+    add_routes(app)
+    app.cleanup_ctx.append(_timers)
+    return app

@@ -1,0 +1,260 @@
+"""The hub: channels held on this server and the fan-out to their local subscribers.
+
+Fan-out is the hot path. Messages dispatched in one loop iteration are flushed together by one
+callback; each is framed once per framing and the same bytes are written, synchronously and in
+one loop, to every one-channel subscriber of that framing. Long-poll waiters get one shared body.
+A subscriber whose unsent bytes pass the limit is cut off and resumes from its cursor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+
+from .channel import Channel
+from .frames import Framing, Message, control, longpoll_body
+from .subscriber import Event, StreamSubscriber, Waiter
+
+log = logging.getLogger("pushserver.hub")
+
+TRANSPORTS = ("longpoll", "stream", "sse", "ws")
+
+
+class HubStats:
+    """Plain counters read by /stats and the Prometheus collector, free to bump on the hot path."""
+
+    __slots__ = ("delivered", "disconnects", "limits_hit", "messages_in", "started")
+
+    def __init__(self) -> None:
+        self.messages_in = 0
+        self.delivered: Counter[str] = Counter()
+        self.disconnects: Counter[str] = Counter()
+        self.limits_hit: Counter[str] = Counter()
+        self.started = time.time()
+
+
+class Hub:
+    def __init__(
+        self,
+        history_size: int,
+        history_ttl: float,
+        max_buffer_bytes: int,
+        new_epoch: Callable[[str], str],
+        observe_fanout: Callable[[float], None] = lambda seconds: None,
+    ) -> None:
+        self.history_size = history_size
+        self.history_ttl = history_ttl
+        self.max_buffer_bytes = max_buffer_bytes
+        self.new_epoch = new_epoch
+        self.observe_fanout = observe_fanout
+        self.channels: dict[str, Channel] = {}
+        self.streams: set[StreamSubscriber] = set()
+        self.waiters: set[Waiter] = set()
+        self.connections: Counter[str] = Counter()
+        self.per_ip: Counter[str] = Counter()
+        self.stats = HubStats()
+        self._dirty: list[Channel] = []
+        self._loop = asyncio.get_running_loop()
+
+    # -- channels ---------------------------------------------------------------------------
+
+    def channel(self, name: str) -> Channel:
+        ch = self.channels.get(name)
+        if ch is None:
+            ch = self.channels[name] = Channel(name, self.new_epoch(name), self.history_size)
+        return ch
+
+    def sweep(self, idle_after: float) -> int:
+        """Drop channels with no subscribers and no history that have been idle a while."""
+        now = time.time()
+        mono = time.monotonic()
+        dropped = []
+        for name, ch in self.channels.items():
+            if ch.pending or ch.subscriber_count:
+                continue
+            ch.expire(self.history_ttl, now)
+            if not ch.history and mono - ch.idle_since >= idle_after:
+                dropped.append(name)
+        for name in dropped:
+            del self.channels[name]
+        return len(dropped)
+
+    # -- publishing and fan-out --------------------------------------------------------------
+
+    def dispatch(self, messages: Iterable[Message]) -> None:
+        """Queue messages (in id order per channel) for the flush at the end of this iteration."""
+        channels = self.channels
+        for m in messages:
+            ch = channels.get(m.channel)
+            if ch is None:
+                continue
+            if not ch.pending:
+                if not self._dirty:
+                    self._loop.call_soon(self._flush)
+                self._dirty.append(ch)
+            ch.pending.append(m)
+            self.stats.messages_in += 1
+
+    def _flush(self) -> None:
+        dirty, self._dirty = self._dirty, []
+        for ch in dirty:
+            messages, ch.pending = ch.pending, []
+            self.fan_out(ch, messages)
+
+    def fan_out(self, ch: Channel, messages: list[Message]) -> None:
+        ch.mark_sent(messages[-1])
+        delivered = self.stats.delivered
+        singles = [m.body(m.position.encode()) for m in messages]
+        cut: list[StreamSubscriber] = []
+        limit = self.max_buffer_bytes
+        for framing, subs in ch.streams.items():
+            if not subs:
+                continue
+            frame = framing.chunk(
+                b"".join(
+                    framing.event(body, m.position.encode())
+                    for m, body in zip(messages, singles, strict=True)
+                )
+            )
+            for sub in subs:
+                transport = sub.transport
+                transport.write(frame)
+                if transport.get_write_buffer_size() > limit:
+                    cut.append(sub)
+            delivered[framing.name] += len(subs) * len(messages)
+        if ch.waiters:
+            body = longpoll_body(singles, ch.sent_position)
+            for waiter in ch.waiters:
+                waiter.resolve(body)
+            delivered["longpoll"] += len(ch.waiters) * len(messages)
+            self.waiters.difference_update(ch.waiters)
+            ch.waiters.clear()
+        if ch.multi:
+            self._fan_out_multi(ch, messages, cut)
+        for sub in cut:
+            self.detach(sub)
+            sub.transport.abort()
+            sub.close("slow")
+        self.observe_fanout(time.time() - messages[0].ts)
+
+    def _fan_out_multi(
+        self, ch: Channel, messages: list[Message], cut: list[StreamSubscriber]
+    ) -> None:
+        """Multi-channel subscribers: shared envelope heads, a cursor of their own."""
+        limit = self.max_buffer_bytes
+        delivered = self.stats.delivered
+        for sub in list(ch.multi):
+            if isinstance(sub, Waiter):
+                sub.resolve(sub.answer(messages))
+                self.remove_waiter(sub)
+                delivered["longpoll"] += len(messages)
+                continue
+            framing = sub.framing
+            sub.transport.write(framing.chunk(sub.encode(framing, messages)))
+            if sub.transport.get_write_buffer_size() > limit:
+                cut.append(sub)
+            delivered[framing.name] += len(messages)
+
+    # -- subscribers -------------------------------------------------------------------------
+
+    def backlog(
+        self, channels: list[Channel], positions: dict[str, tuple[str, int]], history: int
+    ) -> tuple[list[Event], dict[str, str]]:
+        """Events a new subscription gets first, and its starting position per channel."""
+        events: list[Event] = []
+        parts: dict[str, str] = {}
+        for ch in channels:
+            position = positions.get(ch.name)
+            mine = ch.backlog(position, history)
+            if position is not None:
+                parts[ch.name] = f"{ch.name}:{position[0]}:{position[1]}"
+            elif mine:
+                parts[ch.name] = f"{ch.name}:{ch.epoch}:{mine[0].id - 1}"
+            else:
+                parts[ch.name] = ch.sent_position
+            events.extend(mine)
+        return events, parts
+
+    def attach(self, sub: StreamSubscriber) -> None:
+        if sub.single is not None:
+            sub.single.streams.setdefault(sub.framing, set()).add(sub)
+        else:
+            for ch in sub.channels:
+                ch.multi.add(sub)
+        self.streams.add(sub)
+
+    def detach(self, sub: StreamSubscriber) -> None:
+        """Unregister a stream; safe to call twice."""
+        if sub not in self.streams:
+            return
+        self.streams.discard(sub)
+        if sub.single is not None:
+            group = sub.single.streams.get(sub.framing)
+            if group is not None:
+                group.discard(sub)
+        for ch in sub.channels:
+            ch.multi.discard(sub)
+            self._touch(ch)
+
+    def add_waiter(self, waiter: Waiter) -> None:
+        if waiter.single is not None:
+            waiter.single.waiters.add(waiter)
+        else:
+            for ch in waiter.channels:
+                ch.multi.add(waiter)
+        self.waiters.add(waiter)
+
+    def remove_waiter(self, waiter: Waiter) -> None:
+        """Unregister a long-poll (answered, timed out or gone); safe to call twice."""
+        self.waiters.discard(waiter)
+        if waiter.single is not None:
+            waiter.single.waiters.discard(waiter)
+        for ch in waiter.channels:
+            ch.multi.discard(waiter)
+            self._touch(ch)
+
+    def enter(self, kind: str, remote: str) -> None:
+        """Count a held connection (limits and /stats); `leave` undoes it."""
+        self.connections[kind] += 1
+        self.per_ip[remote] += 1
+
+    def leave(self, kind: str, remote: str) -> None:
+        self.connections[kind] -= 1
+        left = self.per_ip[remote] - 1
+        if left > 0:
+            self.per_ip[remote] = left
+        else:
+            del self.per_ip[remote]
+
+    @staticmethod
+    def _touch(ch: Channel) -> None:
+        ch.idle_since = time.monotonic()
+
+    @property
+    def connection_total(self) -> int:
+        return sum(self.connections.values())
+
+    # -- keepalive and shutdown --------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        """One heartbeat on every held stream; cheap enough to send to all at once."""
+        frames: dict[Framing, bytes] = {}
+        for sub in list(self.streams):
+            frame = frames.get(sub.framing)
+            if frame is None:
+                frame = frames[sub.framing] = sub.framing.chunk(sub.framing.comment(b""))
+            sub.transport.write(frame)
+
+    def drain(self) -> None:
+        """Shutdown: answer every long-poll with its cursor, tell every stream to reconnect."""
+        for waiter in list(self.waiters):
+            waiter.resolve(longpoll_body([], waiter.cursor))
+        for sub in list(self.streams):
+            body = control({"type": "reconnect", "cursor": sub.cursor})
+            with contextlib.suppress(Exception):
+                sub.transport.write(sub.framing.chunk(sub.framing.event(body, None)))
+            sub.close("shutdown")

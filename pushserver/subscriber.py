@@ -1,0 +1,115 @@
+"""The two kinds of subscriber the hub fans out to: held streams and long-poll waiters.
+
+Both hold no reference back to the hub or their channels' sets, so a dropped connection leaves
+no reference cycle behind for the cyclic GC to find.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from .frames import Framing, Gap, Message, longpoll_body
+
+if TYPE_CHECKING:
+    from .channel import Channel
+
+Event = Message | Gap
+
+
+class Subscription:
+    """Channels and positions of one subscription.
+
+    A one-channel subscription's position is always its channel's `sent_position`, so it keeps
+    no per-message state; a multi-channel one keeps a position per channel in `parts`.
+    """
+
+    __slots__ = ("channels", "parts", "remote", "single")
+
+    def __init__(self, channels: list[Channel], parts: dict[str, str], remote: str) -> None:
+        self.channels = channels
+        self.single = channels[0] if len(channels) == 1 else None
+        self.parts = parts
+        self.remote = remote
+
+    @property
+    def cursor(self) -> str:
+        if self.single is not None:
+            return self.single.sent_position
+        return ",".join(self.parts.values())
+
+    def advance(self, event: Event) -> bytes:
+        """Move past `event` and return the cursor after it, for a multi-channel subscription."""
+        parts = self.parts
+        parts[event.channel] = event.position
+        return ",".join(parts.values()).encode()
+
+    def encode(self, framing: Framing, events: Iterable[Event]) -> bytes:
+        """Events framed with this subscription's own cursors (backlog and multi-channel)."""
+        out = []
+        single = self.single is not None
+        for event in events:
+            cursor = event.position.encode() if single else self.advance(event)
+            out.append(framing.event(event.body(cursor), cursor))
+        return b"".join(out)
+
+    def bodies(self, events: Iterable[Event]) -> list[bytes]:
+        """Envelopes for a long-poll answer, each with the cursor after it."""
+        single = self.single is not None
+        out = []
+        for event in events:
+            cursor = event.position.encode() if single else self.advance(event)
+            out.append(event.body(cursor))
+        return out
+
+
+class StreamSubscriber(Subscription):
+    """A held NDJSON, SSE or WebSocket connection, written to straight from the fan-out loop."""
+
+    __slots__ = ("closed", "framing", "transport")
+
+    def __init__(
+        self,
+        channels: list[Channel],
+        parts: dict[str, str],
+        remote: str,
+        transport: asyncio.Transport,
+        framing: Framing,
+    ) -> None:
+        super().__init__(channels, parts, remote)
+        self.transport = transport
+        self.framing = framing
+        self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+    def close(self, reason: str) -> None:
+        """End the handler's wait; the handler unregisters and the response ends."""
+        if not self.closed.done():
+            self.closed.set_result(reason)
+
+    @property
+    def reason(self) -> str:
+        """Why it ended: the reason given to `close`, else the client went away."""
+        return self.closed.result() if self.closed.done() else "client"
+
+
+class Waiter(Subscription):
+    """A held long-poll, resolved with its answer body (shared by all one-channel waiters)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, channels: list[Channel], parts: dict[str, str], remote: str) -> None:
+        super().__init__(channels, parts, remote)
+        self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def resolve(self, body: bytes) -> None:
+        if not self.future.done():
+            self.future.set_result(body)
+
+    def expire(self) -> None:
+        """The hold time passed: answer with no messages and the unchanged cursor."""
+        self.resolve(longpoll_body([], self.cursor))
+
+    def answer(self, events: Iterable[Event]) -> bytes:
+        bodies = self.bodies(events)
+        return longpoll_body(bodies, self.cursor)

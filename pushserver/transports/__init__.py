@@ -1,0 +1,1 @@
+"""Subscribe transports, one module each: long-poll, NDJSON stream, SSE, WebSocket."""

@@ -1,0 +1,80 @@
+"""What every subscribe transport does before it holds a connection: read and check the
+request, apply the limits, and find where the subscription starts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from aiohttp import web
+
+from ..errors import ApiError, bad_request, unavailable
+from ..names import Position, parse_channels, parse_cursor, restrict
+from ..state import STATE, ServerState
+from ..subscriber import Event, Subscription
+
+
+@dataclasses.dataclass(slots=True)
+class SubscribeRequest:
+    state: ServerState
+    kind: str
+    channels: tuple[str, ...]
+    positions: dict[str, Position]
+    history: int
+    remote: str
+
+
+def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        code = "bad_history" if name == "history" else "bad_parameter"
+        raise bad_request(code, f"?{name} must be an integer from {low} to {high}, got {raw[:40]!r}")
+    return value
+
+
+def subscribe_request(request: web.Request, kind: str, cursor: str | None = None) -> SubscribeRequest:
+    """Parse and check a subscribe request; raises ApiError for anything a client must fix."""
+    state = request.app[STATE]
+    settings = state.settings
+    if state.draining:
+        raise unavailable("draining", "server is shutting down; reconnect elsewhere", 1)
+    channels = parse_channels(
+        request.match_info["channels"], settings.max_channels_per_subscription
+    )
+    if cursor is None:
+        cursor = request.query.get("cursor", "")
+    positions = restrict(parse_cursor(cursor), channels)
+    history = int_param(request, "history", 0, 0, settings.history_size)
+    remote = request.remote or "-"
+    hub = state.hub
+    if hub.connection_total >= settings.max_connections:
+        hub.stats.limits_hit["max_connections"] += 1
+        raise unavailable(
+            "over_capacity", f"server holds its maximum of {settings.max_connections} connections"
+        )
+    per_ip = settings.max_connections_per_ip
+    if per_ip and hub.per_ip[remote] >= per_ip:
+        hub.stats.limits_hit["max_connections_per_ip"] += 1
+        raise ApiError(
+            429, "too_many_connections", f"at most {per_ip} held connections per client address"
+        )
+    return SubscribeRequest(state, kind, channels, positions, history, remote)
+
+
+async def start(
+    sub_req: SubscribeRequest, factory: type[Subscription], *args: object
+) -> tuple[Subscription, list[Event]]:
+    """Build the subscriber and its backlog.
+
+    Nothing may await between this returning and the caller registering the subscriber with the
+    hub, or a message published in between would be missed or sent twice.
+    """
+    state = sub_req.state
+    channels = await state.broker.channels(sub_req.channels)
+    events, parts = state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    return factory(channels, parts, sub_req.remote, *args), events

@@ -1,0 +1,49 @@
+"""A held HTTP response (NDJSON stream or SSE) that the fan-out writes to directly.
+
+aiohttp sends the status line, headers and the first chunk; after that the hub writes
+pre-framed chunks straight to the transport, and aiohttp ends the chunked body on return.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from aiohttp.http import HttpVersion11
+
+from ..frames import Framing
+from ..subscriber import StreamSubscriber
+from .common import int_param, start, subscribe_request
+
+HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
+
+
+async def serve_held(
+    request: web.Request,
+    kind: str,
+    content_type: str,
+    framings: tuple[Framing, Framing],
+    cursor: str | None = None,
+) -> web.StreamResponse:
+    """Hold a subscriber until it disconnects, is cut off or the server drains."""
+    sub_req = subscribe_request(request, kind, cursor)
+    pad = int_param(request, "pad", 0, 0, sub_req.state.settings.max_pad)
+    chunked, plain = framings
+    framing = chunked if request.version >= HttpVersion11 else plain
+    response = web.StreamResponse(headers=HEADERS)
+    response.content_type = content_type
+    await response.prepare(request)
+    hub = sub_req.state.hub
+    sub, events = await start(sub_req, StreamSubscriber, request.transport, framing)
+    first = framing.comment(b" " * pad) if pad else b""
+    first += sub.encode(framing, events) or framing.comment(b"")
+    await response.write(first)
+    hub.attach(sub)
+    hub.enter(kind, sub_req.remote)
+    try:
+        await sub.closed
+    finally:
+        hub.stats.disconnects[sub.reason] += 1
+        hub.leave(kind, sub_req.remote)
+        hub.detach(sub)
+        await sub_req.state.broker.release(sub.channels)
+    response.force_close()
+    return response

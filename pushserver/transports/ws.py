@@ -1,0 +1,43 @@
+"""`GET /ws/{channels}`: WebSocket, one JSON text frame per event; frames from the client are
+read (for close and pong) and otherwise ignored."""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import WSCloseCode, web
+
+from ..frames import WEBSOCKET
+from ..subscriber import StreamSubscriber
+from .common import start, subscribe_request
+
+CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
+
+
+async def handle(request: web.Request) -> web.WebSocketResponse:
+    sub_req = subscribe_request(request, "ws")
+    hub = sub_req.state.hub
+    ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=64 << 10)
+    await ws.prepare(request)
+    sub, events = await start(sub_req, StreamSubscriber, request.transport, WEBSOCKET)
+    backlog = sub.encode(WEBSOCKET, events)
+    if backlog:
+        request.transport.write(backlog)
+    hub.attach(sub)
+    hub.enter("ws", sub_req.remote)
+    sub.closed.add_done_callback(lambda f: _close_soon(ws, f.result()))
+    try:
+        async for _ in ws:
+            pass
+    finally:
+        hub.stats.disconnects[sub.reason] += 1
+        hub.leave("ws", sub_req.remote)
+        hub.detach(sub)
+        await sub_req.state.broker.release(sub.channels)
+    return ws
+
+
+def _close_soon(ws: web.WebSocketResponse, reason: str) -> None:
+    if reason != "client" and not ws.closed:
+        code = CLOSE_CODES.get(reason, WSCloseCode.GOING_AWAY)
+        asyncio.ensure_future(ws.close(code=code, message=reason.encode()))

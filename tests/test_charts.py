@@ -1,0 +1,382 @@
+"""Charts and HTML report from burn-in results files (charts/, pushserver-charts)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import random
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import matplotlib.image
+import numpy as np
+import pytest
+
+import charts
+from charts.figures import CHARTS, MAX_POINTS, SATURATED_LABEL, downsample
+
+SCRIPT = Path(sys.executable).with_name("pushserver-charts")
+CEILING = 1.0
+MACHINE = {
+    "cpus": 2,
+    "cpu_model": "Test CPU 3.0GHz",
+    "memory_bytes": 8 * 1024**3,
+    "python": "3.11.7",
+    "platform": "Linux-6.1-x86_64",
+}
+
+
+def _leg(rng: random.Random, p50: float) -> dict[str, float | int]:
+    """Seconds, ordered as real percentiles are: p50 <= p90 <= p99 <= worst."""
+    p90 = p50 * rng.uniform(1.5, 2.5)
+    p99 = p90 * rng.uniform(1.3, 2.0)
+    worst = p99 * rng.uniform(1.1, 1.6)
+    return {"p50": p50, "p90": p90, "p99": p99, "worst": worst, "mean": p50 * 1.2, "count": 500}
+
+
+def results_lines(
+    transport: str,
+    counts: list[int],
+    *,
+    seed: int,
+    test: str = "subscribers",
+    probe: bool = False,
+    saturate_from: int = 0,
+) -> list[dict]:
+    """A realistic run: latency, CPU and memory grow with the subscribers; last step over the
+    ceiling; load generator saturated from step `saturate_from` (1-based, 0 = never)."""
+    rng = random.Random(seed)
+    kib_per_subscriber = rng.uniform(8, 14)
+    server_cpu = rng.uniform(60, 90)
+    run_id = f"{test}-{transport}-{seed}"
+    common = {"run_id": run_id, "test": test, "transport": transport}
+    lines: list[dict] = [
+        {
+            "kind": "run",
+            "tool": "pushserver-burnin",
+            "format": 1,
+            **common,
+            "label": f"{test}/{transport}",
+            "host": "http://127.0.0.1:8080",
+            "settings": {"ceiling": CEILING, "step": counts[0], "factor": 1.5, "rate": 2.0},
+            "machine": MACHINE,
+            "started": 1763780000.0,
+        }
+    ]
+    for number, subscribers in enumerate(counts, 1):
+        load = subscribers / counts[-1]
+        e2e = 0.002 + 0.4 * load**2 * rng.uniform(0.8, 1.2)
+        messages = 20
+        expected = messages * subscribers
+        lost = int(expected * 0.01) if number == len(counts) else 0
+        loadgen_cpu = 20 + 75 * load * rng.uniform(0.9, 1.1)
+        saturated = bool(saturate_from) and number >= saturate_from
+        lines.append(
+            {
+                "kind": "step",
+                **common,
+                "label": f"{test}/{transport}",
+                "step": number,
+                "subscribers": subscribers,
+                "channels": subscribers if test == "channels" else 1,
+                "messages": messages,
+                "expected": expected,
+                "delivered": expected - lost,
+                "lost": lost,
+                "duplicates": 0,
+                "latency": {
+                    "publish": _leg(rng, 0.001 + 0.01 * load),
+                    "fanout": _leg(rng, e2e * 0.8),
+                    "e2e": _leg(rng, e2e),
+                },
+                "probe": {"fanout": _leg(rng, e2e * 0.7), "e2e": _leg(rng, e2e * 0.9)}
+                if probe
+                else None,
+                "server": {
+                    "cpu_percent": 5 + server_cpu * load * rng.uniform(0.9, 1.1),
+                    "rss_bytes": int(40 * 1024**2 + subscribers * kib_per_subscriber * 1024),
+                    "connections": subscribers,
+                },
+                "loadgen": {"cpu_percent": loadgen_cpu, "processes": 2, "saturated": saturated},
+                "ceiling": CEILING,
+                "started": 1763780000.0 + number * 10,
+                "ended": 1763780000.0 + number * 10 + 9.5,
+            }
+        )
+    lines.append(
+        {"kind": "end", "run_id": run_id, "reason": "ceiling", "message": "worst > 1 s"}
+        | {"steps": len(counts)}
+    )
+    return lines
+
+
+def write_lines(path: Path, lines: list[dict | str]) -> Path:
+    """One JSON object per line; a str is written as is (to plant a broken line)."""
+    path.write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+DECADES = [round(100 * 200 ** (i / 11)) for i in range(12)]  # 100 .. 20000, 12 steps
+MANY = [500 * i for i in range(1, 61)]  # 60 steps, one decade and a bit: linear axis
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("results")
+    return {
+        "stream": write_lines(
+            base / "stream.jsonl",
+            results_lines("stream", DECADES, seed=1, probe=True, saturate_from=11),
+        ),
+        "longpoll": write_lines(
+            base / "longpoll.jsonl", results_lines("longpoll", DECADES, seed=2)
+        ),
+        "many": write_lines(
+            base / "many.jsonl",
+            results_lines("sse", MANY, seed=3, test="channels", saturate_from=55),
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def report(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return charts.build_report(list(files.values()), tmp_path_factory.mktemp("report"))
+
+
+@pytest.fixture(scope="module")
+def pair(files: dict[str, Path]) -> list[charts.Run]:
+    return charts.load_all([files["stream"], files["longpoll"]])
+
+
+def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *map(str, args)], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+# (height, width) in pixels of each chart at the report's DPI: wide and readable, never cropped.
+EXPECTED_SIZES = {
+    "worst-latency": (672, 1200),
+    "percentiles": (1200, 1200),
+    "delivery": (900, 1200),
+    "resources": (1200, 1200),
+    "probe": (900, 1200),
+}
+
+
+def test_report_writes_every_chart_as_png_and_svg(report: Path) -> None:
+    assert {spec.name for spec in CHARTS} == set(EXPECTED_SIZES)
+    for name, size in EXPECTED_SIZES.items():
+        image = matplotlib.image.imread(report.parent / f"{name}.png")
+        assert image.shape[:2] == size, name
+        assert image.std() > 0.05, f"{name} looks blank"
+        svg = (report.parent / f"{name}.svg").read_text()
+        assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+
+
+def _figure_labels(figure) -> tuple[str, list[str]]:
+    legend_texts = [t.get_text() for legend in figure.legends for t in legend.get_texts()]
+    return figure.get_suptitle(), legend_texts
+
+
+def _data_lines(ax, run: charts.Run) -> list:
+    return [line for line in ax.get_lines() if line.get_label().startswith(run.label)]
+
+
+@pytest.mark.parametrize("spec", CHARTS, ids=lambda spec: spec.name)
+def test_figures_carry_titles_units_and_one_line_per_file(spec, pair: list[charts.Run]) -> None:
+    figure = spec.build(pair)
+    title, legend = _figure_labels(figure)
+    assert "subscribers" in title and "stream, longpoll" in title
+    assert "http://127.0.0.1:8080" in title and "2 CPUs Test CPU" in title
+    charted = [run for run in pair if spec.applies([run])]  # the probe chart: stream only
+    assert [run.label for run in pair if run.label in " ".join(legend)] == [
+        run.label for run in charted
+    ]
+    axes = figure.get_axes()
+    assert "subscribers" in axes[-1].get_xlabel()
+    for ax in axes:
+        assert any(unit in ax.get_ylabel() for unit in ("(ms", "(%)", "(MiB)", "(KiB)", "(count)"))
+        ax_lines = [_data_lines(ax, run) for run in pair]
+        # As many lines (one per statistic) for each charted file, each file in its own colour.
+        assert len({len(lines) for lines in ax_lines[: len(charted)]}) == 1 and ax_lines[0]
+        assert all(not lines for lines in ax_lines[len(charted) :])
+        colours = [{line.get_color() for line in lines} for lines in ax_lines if lines]
+        assert all(len(c) == 1 for c in colours) and len(set.union(*colours)) == len(charted)
+
+
+def test_count_axis_is_log_only_when_it_spans_decades(pair, files) -> None:
+    assert CHARTS[0].build(pair).get_axes()[0].get_xscale() == "log"
+    many = charts.load_all([files["many"]])
+    assert CHARTS[0].build(many).get_axes()[0].get_xscale() == "linear"
+
+
+def test_worst_latency_has_ceiling_and_spread_bars(pair) -> None:
+    ax = CHARTS[0].build(pair).get_axes()[0]
+    assert "ms" in ax.get_ylabel()
+    ceilings = [line for line in ax.get_lines() if list(line.get_ydata()) == [1000.0, 1000.0]]
+    assert len(ceilings) == 1
+    assert any("ceiling 1000 ms" in text.get_text() for text in ax.texts)
+    stream = pair[0]
+    (line,) = _data_lines(ax, stream)
+    worst = [step.latency["e2e"].worst * 1000 for step in stream.steps]
+    np.testing.assert_allclose(line.get_ydata(), worst)
+    # One error bar per step, from p50 up to the worst.
+    bars = ax.collections[0].get_segments()
+    np.testing.assert_allclose(
+        [seg[0][1] for seg in bars], [s.latency["e2e"].p50 * 1000 for s in stream.steps]
+    )
+
+
+def test_many_steps_are_binned(files) -> None:
+    many = charts.load_all([files["many"]])
+    ax = CHARTS[0].build(many).get_axes()[0]
+    (line,) = _data_lines(ax, many[0])
+    assert len(line.get_xdata()) == 30 <= MAX_POINTS
+    assert "(60 steps in 30 bins)" in line.get_label()
+    worst = [step.latency["e2e"].worst * 1000 for step in many[0].steps]
+    np.testing.assert_allclose(line.get_ydata(), np.max(np.reshape(worst, (30, 2)), axis=1))
+
+
+def test_downsample_keeps_extremes_and_flags() -> None:
+    x = np.arange(1, 82, dtype=float)
+    low, high = x / 10, x * 10
+    flags = x == 50
+    bx, blow, bhigh, bflags = downsample(x, low, high, flags)
+    assert len(bx) == 27  # bins of 3
+    assert (bx[0], blow[0], bhigh[0]) == (2.0, 0.1, 30.0)
+    assert bflags.tolist().count(True) == 1 and bflags[16]
+    same = downsample(x[:MAX_POINTS], low[:MAX_POINTS], high[:MAX_POINTS], flags[:MAX_POINTS])
+    assert len(same[0]) == MAX_POINTS
+
+
+def test_saturated_steps_are_marked(pair) -> None:
+    figure = next(spec for spec in CHARTS if spec.name == "resources").build(pair)
+    cpu = figure.get_axes()[0]
+    marks = [line for line in cpu.get_lines() if line.get_label() == SATURATED_LABEL]
+    assert [list(line.get_xdata()) for line in marks] == [DECADES[10:]]
+    assert SATURATED_LABEL in _figure_labels(figure)[1]
+    worst = CHARTS[0].build(pair).get_axes()[0]
+    assert [line.get_label() for line in worst.get_lines()].count(SATURATED_LABEL) == 1
+
+
+class _ReportParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: dict[str, str] = {}
+        self.step_rows: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if tag == "img":
+            self.images[attributes["alt"] or ""] = attributes["src"] or ""
+        if tag == "tr" and "data-step" in attributes:
+            self.step_rows.append(attributes["data-step"] or "")
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_html_report_embeds_every_chart_and_every_step(report: Path, files) -> None:
+    parser = _ReportParser()
+    parser.feed(report.read_text())
+    assert set(parser.images) == {spec.title for spec in CHARTS}
+    for src in parser.images.values():
+        prefix = "data:image/png;base64,"
+        assert src.startswith(prefix)
+        assert base64.b64decode(src[len(prefix) :]).startswith(b"\x89PNG")
+    assert len(parser.step_rows) == 2 * len(DECADES) + len(MANY)
+    text = " ".join(parser.text)
+    for expected in ("subscribers/stream", "subscribers/longpoll", "channels/sse", "ceiling"):
+        assert expected in text
+    assert "Test CPU 3.0GHz" in text and "8,192.0 MiB" in text
+
+
+def test_clashing_labels_are_told_apart(files, tmp_path: Path) -> None:
+    copy = tmp_path / "again.jsonl"
+    copy.write_text(files["stream"].read_text())
+    labels = [run.label for run in charts.load_all([files["stream"], copy])]
+    assert labels == ["subscribers/stream (stream.jsonl)", "subscribers/stream (again.jsonl)"]
+
+
+def test_load_results_reads_one_run_and_refuses_several(files, tmp_path: Path) -> None:
+    run = charts.load_results(files["longpoll"])
+    assert (run.test, run.transport, len(run.steps), run.ceiling) == (
+        "subscribers",
+        "longpoll",
+        12,
+        CEILING,
+    )
+    assert run.end and run.end["reason"] == "ceiling" and not run.warnings
+    both = tmp_path / "both.jsonl"
+    both.write_text(files["stream"].read_text() + files["longpoll"].read_text())
+    assert [r.transport for r in charts.load_runs(both)] == ["stream", "longpoll"]
+    with pytest.raises(charts.ResultsError, match="holds 2 runs"):
+        charts.load_results(both)
+
+
+def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
+    good = results_lines("stream", DECADES[:3], seed=4)
+    other_tool = dict(good[0], tool="locust")
+    return {
+        "missing": (tmp / "absent.jsonl", "absent.jsonl: cannot read"),
+        "empty": (write_lines(tmp / "empty.jsonl", []), "empty.jsonl: empty file"),
+        "not-json": (
+            write_lines(tmp / "garbage.jsonl", [*good[:2], "this is not json", *good[2:]]),
+            "garbage.jsonl:3: not JSON",
+        ),
+        "no-kind": (
+            write_lines(tmp / "stats.jsonl", [{"name": "GET /", "num_requests": 10}]),
+            'stats.jsonl:1: not a pushserver-burnin results file (no "kind" field)',
+        ),
+        "other-tool": (
+            write_lines(tmp / "locust.jsonl", [other_tool, *good[1:]]),
+            'locust.jsonl:1: not a pushserver-burnin results file (its tool is "locust")',
+        ),
+        "bad-field": (
+            write_lines(tmp / "field.jsonl", [good[0], dict(good[1], subscribers="many")]),
+            "field.jsonl:2: field 'subscribers' must be a number",
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    "case", ["missing", "empty", "not-json", "no-kind", "other-tool", "bad-field"]
+)
+def test_bad_input_gives_one_clear_error_line(case: str, tmp_path: Path) -> None:
+    path, message = _bad_inputs(tmp_path)[case]
+    result = run_cli(path, "-o", tmp_path / "out")
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("pushserver-charts: error: ") and message in lines[0]
+    assert not (tmp_path / "out" / "report.html").exists()
+
+
+def test_interrupted_run_charts_its_finished_steps(tmp_path: Path) -> None:
+    lines = results_lines("ws", DECADES[:6], seed=5)[:-1]  # no end line
+    path = write_lines(tmp_path / "partial.jsonl", lines[:-1])
+    with path.open("a") as out:
+        out.write(json.dumps(lines[-1])[:40])  # killed in the middle of writing step 6
+    result = run_cli(path, "-o", tmp_path / "out")
+    assert result.returncode == 0, result.stderr
+    assert "partial.jsonl:7: truncated last line ignored" in result.stderr
+    assert "has no end line (interrupted?); charting its 5 finished steps" in result.stderr
+    report = Path(result.stdout.strip())
+    assert report == tmp_path / "out" / "report.html"
+    parser = _ReportParser()
+    parser.feed(report.read_text())
+    assert parser.step_rows == ["1", "2", "3", "4", "5"]
+    assert matplotlib.image.imread(tmp_path / "out" / "worst-latency.png").shape[:2] == (672, 1200)
+    assert not (tmp_path / "out" / "probe.png").exists()  # no probe data in this run
+
+
+def test_steps_without_header_are_charted(tmp_path: Path) -> None:
+    lines = results_lines("sse", DECADES[:4], seed=6)
+    run = charts.load_results(write_lines(tmp_path / "bare.jsonl", lines[1:-1]))
+    assert (run.label, len(run.steps), run.end) == ("subscribers/sse", 4, None)
+    assert math.isclose(run.ceiling, CEILING)
