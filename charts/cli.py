@@ -28,6 +28,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="output directory (default: the first results file's directory)",
     )
+    parser.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="RUN_ID",
+        help="chart only this run (repeatable; default: every run in the files)",
+    )
     return parser
 
 
@@ -35,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     out = args.out or args.results[0].parent
     try:
-        runs = load_all(args.results)
+        runs = load_all(args.results, args.run)
         for run in runs:
             for warning in run.warnings:
                 print(f"{PROG}: warning: {warning}", file=sys.stderr)

@@ -8,8 +8,9 @@ statistic, and the legends say which is which.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -35,7 +36,9 @@ LEG_TITLES = {
 SATURATED = {"marker": "X", "color": "red", "markersize": 9, "linestyle": "none", "zorder": 5}
 SATURATED_LABEL = f"load generator saturated (CPU ≥ {SATURATION_PERCENT} %)"
 COUNT_LABEL = "subscribers connected"
+DELIVERED = {"linewidth": 5, "alpha": 0.35}  # wide and pale: the expected line shows through
 SUBTITLE_WIDTH = 110
+CEILING_ZOOM = 5  # draw the ceiling when it is within this factor of the worst step
 
 
 def _series(run: Run, value: Callable[[Step], float]) -> np.ndarray:
@@ -143,9 +146,27 @@ def _run_legend(
     )
 
 
-def _style_legend(ax: Axes, styles: dict[str, str]) -> None:
-    handles = [Line2D([], [], color="dimgray", linestyle=s, label=n) for n, s in styles.items()]
+def _style_legend(ax: Axes, styles: Mapping[str, str | Mapping[str, Any]]) -> None:
+    """Grey samples of each line style (a line style, or Line2D keywords) on the axes."""
+    handles = [
+        Line2D(
+            [], [], color="dimgray", label=name, **({"linestyle": s} if isinstance(s, str) else s)
+        )
+        for name, s in styles.items()
+    ]
     ax.legend(handles=handles, loc="upper left", fontsize="x-small", ncols=len(handles))
+
+
+def _highest(ax: Axes) -> float:
+    """The highest finite value plotted on the axes (0 when there is none)."""
+    values = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()])
+    finite = values[np.isfinite(values)]
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _from_zero(ax: Axes, at_least: float = 1.0) -> None:
+    """A linear scale from zero with headroom, so flat lines do not hug the frame."""
+    ax.set_ylim(0, max(_highest(ax) * 1.1, at_least))
 
 
 def _latency_axis(ax: Axes) -> None:
@@ -156,7 +177,7 @@ def _latency_axis(ax: Axes) -> None:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         ax.set_ylabel("latency (ms, log scale)")
     else:
-        ax.set_ylim(bottom=0)
+        _from_zero(ax)
         ax.set_ylabel("latency (ms)")
 
 
@@ -227,18 +248,23 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
         )
         container.lines[0].set_label(run.label + binned)  # errorbar labels only its container
         marked |= _mark_saturated(ax, x, worst, saturated)
-    for ceiling in sorted({run.ceiling for run in runs if math.isfinite(run.ceiling)}):
-        ax.axhline(ceiling * MS, color="red", linestyle="--", linewidth=1.2)
+    ceilings = sorted({run.ceiling * MS for run in runs if math.isfinite(run.ceiling)})
+    # A ceiling far above every step would flatten them into the bottom: name it instead.
+    drawn = [ceiling for ceiling in ceilings if ceiling <= CEILING_ZOOM * _highest(ax)]
+    for ceiling in drawn:
+        ax.axhline(ceiling, color="red", linestyle="--", linewidth=1.2)
+    _from_zero(ax)
+    for ceiling in ceilings:
+        on_scale = ceiling in drawn
         ax.annotate(
-            f"ceiling {ceiling * MS:g} ms",
-            xy=(0.005, ceiling * MS),
+            f"ceiling {ceiling:g} ms" + ("" if on_scale else " (above this scale)"),
+            xy=(0.005, ceiling if on_scale else ax.get_ylim()[1]),
             xycoords=("axes fraction", "data"),
-            xytext=(0, 3),
+            xytext=(0, 3 if on_scale else -12),
             textcoords="offset points",
             color="red",
             fontsize="small",
         )
-    ax.set_ylim(bottom=0)
     ax.set_ylabel("worst-case latency (ms); bars reach down to p50")
     fig.legend(
         handles=handles + _saturation_handle(marked),
@@ -278,10 +304,15 @@ def delivery(runs: Sequence[Run]) -> Figure:
     for i, run in enumerate(runs):
         x = _subscribers(run)
         expected = _series(run, lambda s: s.expected)
-        marker = "." if len(x) <= MAX_POINTS else None
-        style = {"color": _color(i), "marker": marker}
-        counts.plot(x, expected, linestyle="--", label=f"{run.label} expected", **style)
-        counts.plot(x, _series(run, lambda s: s.delivered), label=f"{run.label} delivered", **style)
+        style = {"color": _color(i), "marker": "." if len(x) <= MAX_POINTS else None}
+        counts.plot(
+            x,
+            _series(run, lambda s: s.delivered),
+            label=f"{run.label} delivered",
+            **style,
+            **DELIVERED,
+        )
+        counts.plot(x, expected, linestyle="--", label=f"{run.label} expected", color=_color(i))
         with np.errstate(divide="ignore", invalid="ignore"):
             lost = _series(run, lambda s: s.lost) * 100 / expected
             dups = _series(run, lambda s: s.duplicates) * 100 / expected
@@ -292,10 +323,10 @@ def delivery(runs: Sequence[Run]) -> Figure:
     counts.yaxis.set_major_formatter(FuncFormatter(_si))
     counts.set_ylabel("deliveries per step (count)")
     counts.set_title("delivered vs expected", fontsize="medium")
-    shares.set_ylim(bottom=0, top=max(1.0, shares.get_ylim()[1]))
+    _from_zero(shares)
     shares.set_ylabel("share of expected (%)")
     shares.set_title("lost and duplicated deliveries", fontsize="medium")
-    _style_legend(counts, {"expected": "--", "delivered": "-"})
+    _style_legend(counts, {"expected": "--", "delivered": DELIVERED})
     _style_legend(shares, {"lost": "-", "duplicates": ":"})
     _run_legend(fig, runs)
     return fig
@@ -317,15 +348,16 @@ def resources(runs: Sequence[Run]) -> Figure:
         marked |= _mark_saturated(cpu, x, loadgen, saturated)
         memory = _series(run, lambda s: s.server_rss)
         rss.plot(x, memory / MIB, label=run.label, **style)
-        per_sub.plot(x, memory / 1024 / x, label=run.label, **style)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_sub.plot(x, memory / 1024 / x, label=run.label, **style)
     cpu.axhline(SATURATION_PERCENT, color="red", linewidth=0.8, alpha=0.5)
-    cpu.set_ylim(bottom=0)
+    _from_zero(cpu, at_least=100)
     cpu.set_ylabel("CPU (%)")
     cpu.set_title("CPU: server and busiest load-generator process", fontsize="medium")
-    rss.set_ylim(bottom=0)
+    _from_zero(rss)
     rss.set_ylabel("server RSS (MiB)")
     rss.set_title("server resident memory", fontsize="medium")
-    per_sub.set_ylim(bottom=0)
+    _from_zero(per_sub)
     per_sub.set_ylabel("RSS per subscriber (KiB)")
     per_sub.set_title("server resident memory per subscriber", fontsize="medium")
     _style_legend(cpu, {"server": "-", "load generator": "--"})
@@ -339,7 +371,9 @@ def _has_probe(runs: Sequence[Run]) -> bool:
 
 def probe(runs: Sequence[Run]) -> Figure:
     """The independent probe subscriber's latency beside the load generator's subscribers."""
-    fig, axes = _figure(runs, "Probe subscriber latency", rows=2, height=7.5)
+    fig, axes = _figure(
+        [run for run in runs if _has_probe([run])], "Probe subscriber latency", rows=2, height=7.5
+    )
     styles = {"probe p50": ":", "probe worst": "-", "load-generator subscribers worst": "--"}
     for ax, leg in zip(axes, ("fanout", "e2e"), strict=True):
         for i, run in enumerate(runs):

@@ -11,7 +11,7 @@ import base64
 import io
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -133,6 +133,19 @@ def _step_row(step: Step, ceiling: float) -> str:
     return f'<tr{css} data-step="{step.number}">{"".join(cells)}</tr>'
 
 
+def _held(run: Run) -> str:
+    """The headline: the most subscribers of a step whose worst latency stayed under the ceiling."""
+    under = [step for step in run.steps if step.latency["e2e"].worst <= run.ceiling]
+    if not under:
+        return ""
+    best = max(under, key=lambda step: step.subscribers)
+    saturated = " (load generator saturated)" if best.saturated else ""
+    return (
+        f"{best.subscribers:,} subscribers, worst {_num(best.latency['e2e'].worst * MS)} ms "
+        f"(step {best.number}){saturated}"
+    )
+
+
 def _run_section(index: int, run: Run) -> str:
     end = run.end or {}
     summary = {
@@ -143,6 +156,7 @@ def _run_section(index: int, run: Run) -> str:
         "server": run.host,
         "started": _when(run.header.get("started")),
         "steps": len(run.steps),
+        "held under the ceiling": _held(run),
         "ended": f"{end.get('reason', '')}: {end.get('message', '')}" if end else "interrupted",
     }
     header = "".join(f"<th>{escape(name)}</th>" for name in STEP_COLUMNS)
@@ -195,13 +209,14 @@ def write_report(runs: Sequence[Run], out_dir: Path) -> Path:
     return report
 
 
-def build_report(paths: Iterable[Path], out_dir: Path) -> Path:
+def build_report(paths: Iterable[Path], out_dir: Path, run_ids: Collection[str] = ()) -> Path:
     """Chart the given results files into `out_dir`; returns the HTML report's path.
 
-    Raises `ResultsError` for a file that cannot be charted; warnings about interrupted runs
-    go to this module's logger.
+    Every run of every file is charted, or only those in `run_ids` (a results file collects
+    every run written to its directory). Raises `ResultsError` for a file that cannot be
+    charted; warnings about interrupted runs go to this module's logger.
     """
-    runs = load_all(paths)
+    runs = load_all(paths, run_ids)
     for run in runs:
         for warning in run.warnings:
             log.warning("%s", warning)

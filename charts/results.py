@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -302,9 +302,17 @@ def load_results(path: Path) -> Run:
     return runs[0]
 
 
-def load_all(paths: Iterable[Path]) -> list[Run]:
-    """The runs of several files, with legend labels made distinct where they clash."""
-    runs = [run for path in paths for run in load_runs(Path(path))]
+def load_all(paths: Iterable[Path], run_ids: Collection[str] = ()) -> list[Run]:
+    """The runs of several files (only those in `run_ids` when given), with legend labels made
+    distinct where they clash."""
+    paths = [Path(path) for path in paths]
+    runs = [run for path in paths for run in load_runs(path)]
+    if run_ids:
+        missing = set(run_ids) - {run.run_id for run in runs}
+        if missing:
+            names = ", ".join(sorted(missing))
+            raise ResultsError(f"no run {names} in {', '.join(map(str, paths))}")
+        runs = [run for run in runs if run.run_id in run_ids]
     namers = (
         lambda run: run.path.name,
         lambda run: str(run.path),

@@ -41,7 +41,7 @@ class Histogram:
         self.worst = max(self.worst, other.worst)
 
     def percentile(self, fraction: float) -> float | None:
-        """The value below which `fraction` of the samples lie (bucket mid-point, capped at the worst)."""
+        """The value below which `fraction` of the samples lie (bucket mid-point, at most worst)."""
         if not self.count:
             return None
         rank = max(1, math.ceil(fraction * self.count))

@@ -106,16 +106,18 @@ def request_bytes(
 class Reader:
     """Buffered reads from one socket: heads, whole bodies, and bodies piece by piece."""
 
-    __slots__ = ("buf", "sock")
+    __slots__ = ("buf", "received", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buf = bytearray()
+        self.received = 0  # bytes read so far
 
     def _fill(self) -> None:
         data = self.sock.recv(_RECV_SIZE)
         if not data:
             raise ConnectionClosed("connection closed by the server")
+        self.received += len(data)
         self.buf += data
 
     def read_until(self, separator: bytes) -> bytes:
@@ -225,7 +227,11 @@ class Connection:
         headers: dict[str, str] | None = None,
         timeout: float | None = None,
     ) -> tuple[Head, bytes]:
-        """Send one request and read the whole answer; reconnects once if a reused socket died."""
+        """Send one request and read the whole answer.
+
+        A reused socket that the server had closed while idle (no answer byte at all) is
+        replaced once; a connection that dies during an answer is the caller's to handle.
+        """
         data = request_bytes(method, self.endpoint, path, body, headers)
         for attempt in (0, 1):
             fresh = self.sock is None
@@ -234,13 +240,15 @@ class Connection:
                 self.reader = Reader(self.sock)
             assert self.sock is not None and self.reader is not None
             self.sock.settimeout(timeout if timeout is not None else self.timeout)
+            before = self.reader.received
             try:
                 self.sock.sendall(data)
                 head = self.reader.read_head()
                 payload = self.reader.read_body(head)
             except (ConnectionClosed, OSError):
+                answered = self.reader.received > before
                 self.close()
-                if fresh or attempt:
+                if fresh or attempt or answered:
                     raise
                 continue
             if not head.keep_alive:

@@ -8,6 +8,7 @@ event on stdout.
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from typing import Any
@@ -57,10 +58,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     quiet_gc()
     subscriber = TRANSPORTS[transport](Endpoint.parse(url), channel, PrintingSink())
-    try:
+    with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
         subscriber.run()
-    except (BrokenPipeError, KeyboardInterrupt):
-        pass
 
 
 class ProbeProcess:

@@ -90,7 +90,8 @@ class Publisher:
             at, path, batch = job
             sent_at = time.time()
             data = {"t": sent_at, "step": step, "seq": seq}
-            body = orjson.dumps(data if batch is None else [{"channel": c, "data": data} for c in batch])
+            items = data if batch is None else [{"channel": c, "data": data} for c in batch]
+            body = orjson.dumps(items)
             begun = time.perf_counter()
             error: BaseException | None = None
             try:

@@ -38,14 +38,17 @@ class Settings:
     workers: int = 0
 
     def counts(self) -> list[int]:
-        """Subscriber counts of successive steps: +step each, or ×factor when a factor is set."""
+        """Subscriber counts of successive steps: +step each, or times --factor when set."""
         count = self.start or self.step
         counts = []
         while True:
             counts.append(min(count, self.max))
             if count >= self.max:
                 return counts
-            count = max(count + 1, math.ceil(count * self.factor)) if self.factor else count + self.step
+            if self.factor:
+                count = max(count + 1, math.ceil(count * self.factor))
+            else:
+                count += self.step
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -78,11 +81,10 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
 
 def add_locust_arguments(parser: Any) -> None:
     """Register the settings as Locust custom arguments (shown in the web UI, sent to workers)."""
-    group = parser.add_argument_group("pushserver burn-in")
     for name, kind, default, text in OPTIONS:
         extra = {"is_secret": True} if name == "publish-key" else {}
-        group.add_argument(f"--burnin-{name}", type=kind, default=default, help=text, **extra)
-    group.add_argument(
+        parser.add_argument(f"--burnin-{name}", type=kind, default=default, help=text, **extra)
+    parser.add_argument(
         "--burnin-no-probe", action="store_true", help="do not start the probe subscriber"
     )
 

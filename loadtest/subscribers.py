@@ -38,7 +38,9 @@ class Sink(Protocol):
 
     def subscribed(self, channel: str) -> None: ...
 
-    def delivered(self, envelope: dict[str, Any], received: float, size: int, dup: bool) -> None: ...
+    def delivered(
+        self, envelope: dict[str, Any], received: float, size: int, dup: bool
+    ) -> None: ...
 
     def gap(self, event: dict[str, Any]) -> None: ...
 
@@ -69,6 +71,7 @@ class Subscriber:
         self.idle_timeout = 2.5 * heartbeat
         self.cursor: str | None = None
         self.last_ids: dict[str, int] = {}
+        self.received = 0  # messages and events handled, to tell progress from failure
         self.conn = Connection(endpoint, source_ip)
 
     def query(self) -> str:
@@ -87,10 +90,13 @@ class Subscriber:
         self.sink.subscribed(self.channel)
         failures = 0
         while True:
+            seen = self.received
             try:
                 self.consume()
             except (ServerReconnect, *_DROPS) as exc:
                 self.sink.reconnecting(exc)
+                if self.received > seen:
+                    failures = 0  # the connection was useful: this is a fresh drop
                 failures = self._backoff(exc, failures)
             else:
                 failures = 0
@@ -114,6 +120,7 @@ class Subscriber:
         raise NotImplementedError
 
     def handle(self, item: dict[str, Any], received: float, size: int) -> None:
+        self.received += 1
         kind = item.get("type")
         if "cursor" in item:
             self.cursor = item["cursor"]

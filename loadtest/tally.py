@@ -61,13 +61,17 @@ class StepCounts:
 
 
 DeliveryHook = Callable[[float, int], None]
+ReconnectHook = Callable[[BaseException], None]
 
 
 class Tally:
     """The subscriber-side sink of one process: counts deliveries until the next report."""
 
-    def __init__(self, on_delivery: DeliveryHook | None = None) -> None:
+    def __init__(
+        self, on_delivery: DeliveryHook | None = None, on_reconnect: ReconnectHook | None = None
+    ) -> None:
         self.on_delivery = on_delivery
+        self.on_reconnect = on_reconnect
         self.established = 0
         self.last_step = 0
         self._steps: dict[int, StepCounts] = {}
@@ -111,6 +115,8 @@ class Tally:
 
     def reconnecting(self, error: BaseException) -> None:
         self._counts(self.last_step).reconnects += 1
+        if self.on_reconnect is not None:
+            self.on_reconnect(error)
 
     def take(self) -> dict[str, Any]:
         """Everything since the last call, as a msgpack-friendly report for the master."""

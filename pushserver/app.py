@@ -9,13 +9,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from . import admin, publish
+from . import admin, cors, openapi, publish
 from .broker import create_broker
 from .config import Settings
 from .errors import ApiError, error_response
+from .expiry import EXPIRY, ExpiryWatch
 from .gcmonitor import GcMonitor
 from .hub import Hub
 from .metrics import Metrics
+from .ratelimit import RATE_LIMITER, RateLimiter
 from .state import STATE, ServerState
 from .transports import longpoll, sse, stream, ws
 
@@ -63,6 +65,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/stats", admin.stats_handler, allow_head=False)
     app.router.add_get("/metrics", admin.metrics_handler, allow_head=False)
     app.router.add_get("/healthz", admin.healthz)
+    app.router.add_get("/openapi.yaml", openapi.handle, allow_head=False)
 
 
 async def _every(seconds: float, action: Callable[[], object]) -> None:
@@ -107,6 +110,10 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     gc.install(settings.gc_thresholds)
     app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
     app[STATE] = ServerState(settings, hub, broker, metrics, gc, worker)
+    app[EXPIRY] = ExpiryWatch(hub)
+    if settings.max_publish_rate > 0:
+        app[RATE_LIMITER] = RateLimiter(settings.max_publish_rate)
+    cors.setup(app, settings.cors_origins)
     add_routes(app)
     app.cleanup_ctx.append(_timers)
     return app

@@ -1,4 +1,4 @@
-"""`pushserver` command line: serve (the default)."""
+"""`pushserver` command line: serve (the default), or `pushserver token` to mint a token."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Long-polling / Comet push server: publish with POST /pub/CHANNEL, subscribe with "
             "GET /lp|/stream|/sse|/ws/CHANNELS. Settings come from flags, then PUSHSERVER_* "
-            "environment variables, then the --config TOML file, then defaults."
+            "environment variables, then the --config TOML file, then defaults. "
+            "`pushserver token --help` mints subscribe tokens for --subscribe-secret."
         ),
     )
     parser.add_argument("--version", action="version", version=f"pushserver {__version__}")
@@ -26,6 +27,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["token"]:
+        from .token_cli import main as token_main
+
+        token_main(argv[1:])
+        return
     args = build_parser().parse_args(argv)
     try:
         settings = load(args)

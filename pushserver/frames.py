@@ -18,7 +18,7 @@ ENVELOPE_TAIL = b'"}'
 class Message:
     """One published message; `head` is the envelope up to its cursor, shared by all framings."""
 
-    __slots__ = ("channel", "data", "epoch", "head", "id", "position", "ts")
+    __slots__ = ("channel", "data", "epoch", "head", "id", "position", "seq", "ts")
 
     def __init__(self, channel: str, epoch: str, id: int, ts: float, data: bytes) -> None:
         self.channel = channel
@@ -26,6 +26,9 @@ class Message:
         self.id = id
         self.ts = ts
         self.data = data
+        self.seq = 0
+        """Arrival order on this server across channels, set by the hub; orders multi-channel
+        deliveries the way they were published."""
         self.position = f"{channel}:{epoch}:{id}"
         self.head = b'{"channel":%b,"id":%d,"ts":%b,"data":%b,"cursor":"' % (
             orjson.dumps(channel),
@@ -43,6 +46,8 @@ class Gap:
     """Messages `first`..`last` of a channel that a subscriber cannot get, and why."""
 
     __slots__ = ("channel", "first", "last", "position", "reason")
+    seq = -1
+    """Gaps sort before every message of a backlog."""
 
     def __init__(self, channel: str, first: int, last: int, reason: str, position: str) -> None:
         self.channel = channel

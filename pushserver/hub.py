@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
 from collections import Counter
@@ -58,6 +59,8 @@ class Hub:
         self.per_ip: Counter[str] = Counter()
         self.stats = HubStats()
         self._dirty: list[Channel] = []
+        self._batch: list[Message] = []
+        self._seq = itertools.count(1)
         self._loop = asyncio.get_running_loop()
 
     # -- channels ---------------------------------------------------------------------------
@@ -88,6 +91,7 @@ class Hub:
     def dispatch(self, messages: Iterable[Message]) -> None:
         """Queue messages (in id order per channel) for the flush at the end of this iteration."""
         channels = self.channels
+        seq = self._seq
         for m in messages:
             ch = channels.get(m.channel)
             if ch is None:
@@ -96,20 +100,32 @@ class Hub:
                 if not self._dirty:
                     self._loop.call_soon(self._flush)
                 self._dirty.append(ch)
+            m.seq = next(seq)
             ch.pending.append(m)
+            self._batch.append(m)
             self.stats.messages_in += 1
 
     def _flush(self) -> None:
         dirty, self._dirty = self._dirty, []
+        batch, self._batch = self._batch, []
+        cut: list[StreamSubscriber] = []
+        multi = False
         for ch in dirty:
             messages, ch.pending = ch.pending, []
-            self.fan_out(ch, messages)
+            self.fan_out(ch, messages, cut)
+            multi = multi or bool(ch.multi)
+        if multi:
+            self._fan_out_multi(batch, cut)
+        for sub in cut:
+            self.detach(sub)
+            sub.transport.abort()
+            sub.close("slow")
 
-    def fan_out(self, ch: Channel, messages: list[Message]) -> None:
+    def fan_out(self, ch: Channel, messages: list[Message], cut: list[StreamSubscriber]) -> None:
+        """One-channel subscribers of `ch`: the same bytes for every subscriber of a framing."""
         ch.mark_sent(messages[-1])
         delivered = self.stats.delivered
         singles = [m.body(m.position.encode()) for m in messages]
-        cut: list[StreamSubscriber] = []
         limit = self.max_buffer_bytes
         for framing, subs in ch.streams.items():
             if not subs:
@@ -122,8 +138,11 @@ class Hub:
             )
             for sub in subs:
                 transport = sub.transport
-                transport.write(frame)
-                if transport.get_write_buffer_size() > limit:
+                try:
+                    transport.write(frame)
+                    if transport.get_write_buffer_size() > limit:
+                        cut.append(sub)
+                except RuntimeError:  # closed under us; its handler is about to unregister it
                     cut.append(sub)
             delivered[framing.name] += len(subs) * len(messages)
         if ch.waiters:
@@ -133,29 +152,32 @@ class Hub:
             delivered["longpoll"] += len(ch.waiters) * len(messages)
             self.waiters.difference_update(ch.waiters)
             ch.waiters.clear()
-        if ch.multi:
-            self._fan_out_multi(ch, messages, cut)
-        for sub in cut:
-            self.detach(sub)
-            sub.transport.abort()
-            sub.close("slow")
         self.observe_fanout(time.time() - messages[0].ts)
 
-    def _fan_out_multi(
-        self, ch: Channel, messages: list[Message], cut: list[StreamSubscriber]
-    ) -> None:
-        """Multi-channel subscribers: shared envelope heads, a cursor of their own."""
+    def _fan_out_multi(self, batch: list[Message], cut: list[StreamSubscriber]) -> None:
+        """Multi-channel subscribers: shared envelope heads, a cursor of their own, and the
+        messages of all their channels in the order they were published."""
+        channels = self.channels
+        todo: dict[StreamSubscriber | Waiter, list[Message]] = {}
+        for m in batch:
+            ch = channels.get(m.channel)
+            if ch is not None:
+                for sub in ch.multi:
+                    todo.setdefault(sub, []).append(m)
         limit = self.max_buffer_bytes
         delivered = self.stats.delivered
-        for sub in list(ch.multi):
+        for sub, messages in todo.items():
             if isinstance(sub, Waiter):
                 sub.resolve(sub.answer(messages))
                 self.remove_waiter(sub)
                 delivered["longpoll"] += len(messages)
                 continue
             framing = sub.framing
-            sub.transport.write(framing.chunk(sub.encode(framing, messages)))
-            if sub.transport.get_write_buffer_size() > limit:
+            try:
+                sub.transport.write(framing.chunk(sub.encode(framing, messages)))
+                if sub.transport.get_write_buffer_size() > limit:
+                    cut.append(sub)
+            except RuntimeError:
                 cut.append(sub)
             delivered[framing.name] += len(messages)
 
@@ -177,6 +199,8 @@ class Hub:
             else:
                 parts[ch.name] = ch.sent_position
             events.extend(mine)
+        if len(channels) > 1:
+            events.sort(key=lambda e: e.seq)
         return events, parts
 
     def attach(self, sub: StreamSubscriber) -> None:
@@ -247,7 +271,8 @@ class Hub:
             frame = frames.get(sub.framing)
             if frame is None:
                 frame = frames[sub.framing] = sub.framing.chunk(sub.framing.comment(b""))
-            sub.transport.write(frame)
+            with contextlib.suppress(RuntimeError):
+                sub.transport.write(frame)
 
     def drain(self) -> None:
         """Shutdown: answer every long-poll with its cursor, tell every stream to reconnect."""

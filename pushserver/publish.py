@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from . import ratelimit
 from .auth import check_publisher
 from .errors import ApiError, bad_request, unavailable
 from .frames import Message
@@ -52,6 +53,7 @@ def encode_data(body: bytes, as_json: bool) -> bytes:
 def _prepare(request: web.Request) -> ServerState:
     state = request.app[STATE]
     check_publisher(request, state.settings)
+    ratelimit.enforce(request)
     if state.draining:
         raise unavailable("draining", "server is shutting down", 1)
     if not state.broker.healthy:

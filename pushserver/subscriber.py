@@ -90,7 +90,8 @@ class StreamSubscriber(Subscription):
     @property
     def reason(self) -> str:
         """Why it ended: the reason given to `close`, else the client went away."""
-        return self.closed.result() if self.closed.done() else "client"
+        closed = self.closed
+        return closed.result() if closed.done() and not closed.cancelled() else "client"
 
 
 class Waiter(Subscription):

@@ -44,10 +44,10 @@ def results_lines(
     seed: int,
     test: str = "subscribers",
     probe: bool = False,
-    saturate_from: int = 0,
+    loadgen_peak: float = 70,
 ) -> list[dict]:
-    """A realistic run: latency, CPU and memory grow with the subscribers; last step over the
-    ceiling; load generator saturated from step `saturate_from` (1-based, 0 = never)."""
+    """A realistic run: latency, CPU and memory grow with the subscribers, the last step goes
+    over the ceiling and loses 0.5-2 %; the load generator's CPU reaches about `loadgen_peak` %."""
     rng = random.Random(seed)
     kib_per_subscriber = rng.uniform(8, 14)
     server_cpu = rng.uniform(60, 90)
@@ -71,9 +71,8 @@ def results_lines(
         e2e = 0.002 + 0.4 * load**2 * rng.uniform(0.8, 1.2)
         messages = 20
         expected = messages * subscribers
-        lost = int(expected * 0.01) if number == len(counts) else 0
-        loadgen_cpu = 20 + 75 * load * rng.uniform(0.9, 1.1)
-        saturated = bool(saturate_from) and number >= saturate_from
+        lost = int(expected * rng.uniform(0.005, 0.02)) if number == len(counts) else 0
+        loadgen_cpu = 20 + (loadgen_peak - 20) * load * rng.uniform(0.9, 1.1)
         lines.append(
             {
                 "kind": "step",
@@ -100,7 +99,11 @@ def results_lines(
                     "rss_bytes": int(40 * 1024**2 + subscribers * kib_per_subscriber * 1024),
                     "connections": subscribers,
                 },
-                "loadgen": {"cpu_percent": loadgen_cpu, "processes": 2, "saturated": saturated},
+                "loadgen": {
+                    "cpu_percent": loadgen_cpu,
+                    "processes": 2,
+                    "saturated": loadgen_cpu >= 90,
+                },
                 "ceiling": CEILING,
                 "started": 1763780000.0 + number * 10,
                 "ended": 1763780000.0 + number * 10 + 9.5,
@@ -129,14 +132,14 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         "stream": write_lines(
             base / "stream.jsonl",
-            results_lines("stream", DECADES, seed=1, probe=True, saturate_from=11),
+            results_lines("stream", DECADES, seed=1, probe=True, loadgen_peak=105),
         ),
         "longpoll": write_lines(
             base / "longpoll.jsonl", results_lines("longpoll", DECADES, seed=2)
         ),
         "many": write_lines(
             base / "many.jsonl",
-            results_lines("sse", MANY, seed=3, test="channels", saturate_from=55),
+            results_lines("sse", MANY, seed=3, test="channels", loadgen_peak=100),
         ),
     }
 
@@ -190,9 +193,10 @@ def _data_lines(ax, run: charts.Run) -> list:
 def test_figures_carry_titles_units_and_one_line_per_file(spec, pair: list[charts.Run]) -> None:
     figure = spec.build(pair)
     title, legend = _figure_labels(figure)
-    assert "subscribers" in title and "stream, longpoll" in title
-    assert "http://127.0.0.1:8080" in title and "2 CPUs Test CPU" in title
     charted = [run for run in pair if spec.applies([run])]  # the probe chart: stream only
+    transports = ", ".join(run.transport for run in charted)
+    assert f"test: subscribers · transport: {transports} · server: http://127.0.0.1:8080" in title
+    assert "machine: 2 CPUs Test CPU 3.0GHz 8.0 GiB RAM" in title
     assert [run.label for run in pair if run.label in " ".join(legend)] == [
         run.label for run in charted
     ]
@@ -254,10 +258,12 @@ def test_downsample_keeps_extremes_and_flags() -> None:
 
 
 def test_saturated_steps_are_marked(pair) -> None:
+    saturated = [step.subscribers for step in pair[0].steps if step.saturated]
+    assert saturated and not any(step.saturated for step in pair[1].steps)
     figure = next(spec for spec in CHARTS if spec.name == "resources").build(pair)
     cpu = figure.get_axes()[0]
     marks = [line for line in cpu.get_lines() if line.get_label() == SATURATED_LABEL]
-    assert [list(line.get_xdata()) for line in marks] == [DECADES[10:]]
+    assert [list(line.get_xdata()) for line in marks] == [saturated]
     assert SATURATED_LABEL in _figure_labels(figure)[1]
     worst = CHARTS[0].build(pair).get_axes()[0]
     assert [line.get_label() for line in worst.get_lines()].count(SATURATED_LABEL) == 1
@@ -294,6 +300,9 @@ def test_html_report_embeds_every_chart_and_every_step(report: Path, files) -> N
     for expected in ("subscribers/stream", "subscribers/longpoll", "channels/sse", "ceiling"):
         assert expected in text
     assert "Test CPU 3.0GHz" in text and "8,192.0 MiB" in text
+    stream = charts.load_results(files["stream"])
+    held = max(s.subscribers for s in stream.steps if s.latency["e2e"].worst <= CEILING)
+    assert f"{held:,} subscribers, worst" in text
 
 
 def test_clashing_labels_are_told_apart(files, tmp_path: Path) -> None:
@@ -317,6 +326,10 @@ def test_load_results_reads_one_run_and_refuses_several(files, tmp_path: Path) -
     assert [r.transport for r in charts.load_runs(both)] == ["stream", "longpoll"]
     with pytest.raises(charts.ResultsError, match="holds 2 runs"):
         charts.load_results(both)
+    (chosen,) = charts.load_all([both], run_ids=[run.run_id])
+    assert chosen.run_id == run.run_id and len(chosen.steps) == 12
+    with pytest.raises(charts.ResultsError, match="no run nope in"):
+        charts.load_all([both], run_ids=["nope"])
 
 
 def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
@@ -380,3 +393,12 @@ def test_steps_without_header_are_charted(tmp_path: Path) -> None:
     run = charts.load_results(write_lines(tmp_path / "bare.jsonl", lines[1:-1]))
     assert (run.label, len(run.steps), run.end) == ("subscribers/sse", 4, None)
     assert math.isclose(run.ceiling, CEILING)
+
+
+def test_far_ceiling_is_named_instead_of_flattening_the_chart(tmp_path: Path) -> None:
+    header, step, end = results_lines("ws", [100], seed=7)
+    step["latency"]["e2e"] = {"p50": 0.002, "worst": 0.010}
+    run = charts.load_results(write_lines(tmp_path / "fast.jsonl", [header, step, end]))
+    ax = CHARTS[0].build([run]).get_axes()[0]
+    assert ax.get_ylim()[1] < 100
+    assert [t.get_text() for t in ax.texts] == ["ceiling 1000 ms (above this scale)"]

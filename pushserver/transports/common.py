@@ -11,6 +11,7 @@ from ..errors import ApiError, bad_request, unavailable
 from ..names import Position, parse_channels, parse_cursor, restrict
 from ..state import STATE, ServerState
 from ..subscriber import Event, Subscription
+from ..tokens import verify
 
 
 @dataclasses.dataclass(slots=True)
@@ -21,6 +22,8 @@ class SubscribeRequest:
     positions: dict[str, Position]
     history: int
     remote: str
+    expires: float | None
+    """When the subscribe token expires (epoch seconds); None without --subscribe-secret."""
 
 
 def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -50,6 +53,9 @@ def subscribe_request(request: web.Request, kind: str, cursor: str | None = None
         cursor = request.query.get("cursor", "")
     positions = restrict(parse_cursor(cursor), channels)
     history = int_param(request, "history", 0, 0, settings.history_size)
+    expires = None
+    if settings.subscribe_secret:
+        expires = verify(request.query.get("token"), settings.subscribe_secret, channels)
     remote = request.remote or "-"
     hub = state.hub
     if hub.connection_total >= settings.max_connections:
@@ -63,7 +69,7 @@ def subscribe_request(request: web.Request, kind: str, cursor: str | None = None
         raise ApiError(
             429, "too_many_connections", f"at most {per_ip} held connections per client address"
         )
-    return SubscribeRequest(state, kind, channels, positions, history, remote)
+    return SubscribeRequest(state, kind, channels, positions, history, remote, expires)
 
 
 async def start(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
+from ..expiry import EXPIRY
 from ..frames import Framing
 from ..subscriber import StreamSubscriber
 from .common import int_param, start, subscribe_request
@@ -31,16 +32,20 @@ async def serve_held(
     response = web.StreamResponse(headers=HEADERS)
     response.content_type = content_type
     await response.prepare(request)
+    # The first write sends the headers; from here on everything goes straight to the transport.
+    await response.write(framing.comment(b" " * pad))
     hub = sub_req.state.hub
     sub, events = await start(sub_req, StreamSubscriber, request.transport, framing)
-    first = framing.comment(b" " * pad) if pad else b""
-    first += sub.encode(framing, events) or framing.comment(b"")
-    await response.write(first)
+    if events:
+        request.transport.write(framing.chunk(sub.encode(framing, events)))
     hub.attach(sub)
     hub.enter(kind, sub_req.remote)
+    expiry = request.app[EXPIRY]
+    expiry.add(sub, sub_req.expires)
     try:
         await sub.closed
     finally:
+        expiry.discard(sub)
         hub.stats.disconnects[sub.reason] += 1
         hub.leave(kind, sub_req.remote)
         hub.detach(sub)

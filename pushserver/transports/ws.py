@@ -7,6 +7,7 @@ import asyncio
 
 from aiohttp import WSCloseCode, web
 
+from ..expiry import EXPIRY
 from ..frames import WEBSOCKET
 from ..subscriber import StreamSubscriber
 from .common import start, subscribe_request
@@ -25,11 +26,14 @@ async def handle(request: web.Request) -> web.WebSocketResponse:
         request.transport.write(backlog)
     hub.attach(sub)
     hub.enter("ws", sub_req.remote)
+    expiry = request.app[EXPIRY]
+    expiry.add(sub, sub_req.expires)
     sub.closed.add_done_callback(lambda f: _close_soon(ws, f.result()))
     try:
         async for _ in ws:
             pass
     finally:
+        expiry.discard(sub)
         hub.stats.disconnects[sub.reason] += 1
         hub.leave("ws", sub_req.remote)
         hub.detach(sub)

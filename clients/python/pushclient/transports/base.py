@@ -91,8 +91,8 @@ async def open_response(
     idle: float,
     accept: str,
 ) -> AsyncIterator[aiohttp.ClientResponse]:
-    """GET a subscribe URL; a non-200 answer raises its typed error. The connection is closed,
-    never reused, on the way out: a stream left mid-way cannot serve another request."""
+    """GET a subscribe URL; a non-200 answer raises its typed error. On the way out a fully
+    read connection goes back to the pool; one left mid-way is closed, it cannot be reused."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=idle, sock_read=idle)
     async with session.get(url, params=params, headers={"Accept": accept}, timeout=timeout) as resp:
         try:
@@ -100,7 +100,10 @@ async def open_response(
                 raise error_from_response(resp.status, await resp.read(), resp.headers)
             yield resp
         finally:
-            resp.close()
+            if resp.content.is_eof():
+                resp.release()
+            else:
+                resp.close()
 
 
 async def iter_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:

@@ -67,7 +67,6 @@ public final class PushClient {
         HttpURLConnection conn = Http.open(url, options.connectTimeoutMillis(), options.pollReadTimeoutMillis());
         conn.setRequestMethod("POST");
         conn.setDoOutput(true);
-        conn.setFixedLengthStreamingMode(bytes.length);
         conn.setRequestProperty("Content-Type", contentType);
         if (options.publishKey() != null) {
             conn.setRequestProperty("Authorization", "Bearer " + options.publishKey());

@@ -2,8 +2,10 @@ package io.pushserver.client;
 
 import java.io.Closeable;
 import java.io.EOFException;
+import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.InterruptedIOException;
 import java.net.HttpURLConnection;
 import java.net.URL;
 import java.util.Collections;
@@ -11,6 +13,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 
 /**
  * One subscription and the thread that holds its connection: it reconnects with backoff after any
@@ -27,6 +30,8 @@ public final class Subscription implements Closeable {
     private final Thread thread;
     private final Object wake = new Object();
     private final Object dispatch = new Object();
+    /** Bumped by close() and reconnectNow(): a connection opened before must end. */
+    private final AtomicInteger drops = new AtomicInteger();
 
     private volatile String cursor;
     private volatile boolean closed;
@@ -89,7 +94,7 @@ public final class Subscription implements Closeable {
             wakeRequested = true;
             wake.notifyAll();
         }
-        disconnect(current);
+        dropConnection();
     }
 
     /**
@@ -105,7 +110,7 @@ public final class Subscription implements Closeable {
         synchronized (wake) {
             wake.notifyAll();
         }
-        disconnect(current);
+        dropConnection();
     }
 
     /** Waits until the subscription's thread has finished (after {@link #close} or a final error). */
@@ -153,6 +158,7 @@ public final class Subscription implements Closeable {
         if (state != ConnectionState.CONNECTED) {
             setState(ConnectionState.CONNECTING, null);
         }
+        int generation = drops.get();
         do {
             HttpURLConnection conn = Http.open(url(), options.connectTimeoutMillis(),
                     transport == Transport.LONGPOLL ? options.pollReadTimeoutMillis() : options.streamReadTimeoutMillis());
@@ -160,17 +166,8 @@ public final class Subscription implements Closeable {
                 conn.setRequestProperty("Accept-Encoding", "identity");
             }
             current = conn;
-            if (closed) {
-                return;
-            }
             try {
-                int status = conn.getResponseCode();
-                if (status != HttpURLConnection.HTTP_OK) {
-                    throw Http.error(conn, status);
-                }
-                backoff.reset();
-                setState(ConnectionState.CONNECTED, null);
-                InputStream in = conn.getInputStream();
+                InputStream in = new Guarded(open(conn), generation);
                 try {
                     Framing.read(transport, in, sink);
                 } finally {
@@ -182,6 +179,74 @@ public final class Subscription implements Closeable {
                 }
             }
         } while (transport == Transport.LONGPOLL && !closed);
+    }
+
+    /** Sends the request and checks the answer; a drop racing with it can make the JDK throw unchecked. */
+    private InputStream open(HttpURLConnection conn) throws IOException {
+        try {
+            int status = conn.getResponseCode();
+            if (status != HttpURLConnection.HTTP_OK) {
+                throw Http.error(conn, status);
+            }
+            backoff.reset();
+            setState(ConnectionState.CONNECTED, null);
+            return conn.getInputStream();
+        } catch (RuntimeException e) {
+            throw new IOException("request failed" + (closed ? " (closed)" : ""), e);
+        }
+    }
+
+    /**
+     * Ends the current connection from another thread without blocking the caller. The JDK's
+     * disconnect() waits for a blocked read to return, so the reading side also checks
+     * {@link #drops} after every read ({@link Guarded}); Android's returns at once.
+     */
+    private void dropConnection() {
+        drops.incrementAndGet();
+        final HttpURLConnection conn = current;
+        if (conn == null) {
+            return;
+        }
+        Thread disconnecting = new Thread(new Runnable() {
+            @Override
+            public void run() {
+                conn.disconnect();
+            }
+        }, thread.getName() + "-disconnect");
+        disconnecting.setDaemon(true);
+        disconnecting.start();
+    }
+
+    /** A response body that fails as soon as its connection has been dropped on request. */
+    private final class Guarded extends FilterInputStream {
+        private final int generation;
+
+        Guarded(InputStream in, int generation) {
+            super(in);
+            this.generation = generation;
+        }
+
+        @Override
+        public int read() throws IOException {
+            check();
+            int b = super.read();
+            check();
+            return b;
+        }
+
+        @Override
+        public int read(byte[] buf, int off, int len) throws IOException {
+            check();
+            int n = super.read(buf, off, len);
+            check();
+            return n;
+        }
+
+        private void check() throws InterruptedIOException {
+            if (closed || drops.get() != generation) {
+                throw new InterruptedIOException(closed ? "subscription closed" : "reconnect requested");
+            }
+        }
     }
 
     private final Framing.Sink sink = new Framing.Sink() {
@@ -273,12 +338,6 @@ public final class Subscription implements Closeable {
                 backoff.reset();
                 wakeRequested = false;
             }
-        }
-    }
-
-    private static void disconnect(HttpURLConnection conn) {
-        if (conn != null) {
-            conn.disconnect();
         }
     }
 

@@ -16,6 +16,8 @@ final class Recorder implements SubscriptionListener {
     final List<String> events = new ArrayList<>();
     final List<ConnectionState> states = new ArrayList<>();
     final List<Throwable> causes = new ArrayList<>();
+    /** System.nanoTime() of each state change. */
+    final List<Long> stateTimes = new ArrayList<>();
 
     @Override
     public synchronized void onMessage(Message message) {
@@ -35,6 +37,7 @@ final class Recorder implements SubscriptionListener {
     public synchronized void onStateChange(ConnectionState state, Throwable cause) {
         states.add(state);
         causes.add(cause);
+        stateTimes.add(System.nanoTime());
         notifyAll();
     }
 

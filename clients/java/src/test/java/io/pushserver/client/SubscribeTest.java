@@ -1,0 +1,221 @@
+package io.pushserver.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertInstanceOf;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.net.SocketTimeoutException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+class SubscribeTest {
+    private static final AtomicInteger CHANNELS = new AtomicInteger();
+    private static TestServer server;
+    private static PushClient publisher;
+
+    @BeforeAll
+    static void startServer() throws Exception {
+        server = TestServer.start("--history-size", "5000", "--heartbeat", "1");
+        publisher = new PushClient(server.url);
+    }
+
+    @AfterAll
+    static void stopServer() throws Exception {
+        server.close();
+    }
+
+    /** Heartbeat as the server's, quick reconnects, and history=1 so the probe of {@link #subscribeLive} arrives. */
+    static PushOptions options() {
+        return new PushOptions().heartbeatSeconds(1).reconnectDelay(20, 200).pollTimeoutSeconds(5).history(1);
+    }
+
+    static String channel(String name) {
+        return name + "-" + CHANNELS.incrementAndGet();
+    }
+
+    /**
+     * Publishes a probe ({@code n = -1}), subscribes asking for the last buffered message and
+     * waits for the probe: from then on the cursor covers everything published.
+     */
+    static Subscription subscribeLive(PushClient client, PushClient via, String channel, Transport transport,
+            Recorder recorder) throws Exception {
+        via.publish(channel, "{\"n\": -1}");
+        Subscription s = client.subscribe(Collections.singletonList(channel), transport, null, recorder);
+        recorder.awaitMessages(1);
+        assertEquals(-1L, n(recorder.messages().get(0)));
+        return s;
+    }
+
+    static void publishRange(String channel, int from, int to) throws Exception {
+        for (int i = from; i < to; i++) {
+            publisher.publish(channel, "{\"n\": " + i + "}");
+        }
+    }
+
+    static long n(Message message) {
+        return (Long) ((Map<?, ?>) message.data()).get("n");
+    }
+
+    /** The messages carry n = from, from+1, ... to-1 and consecutive ids: none lost, none twice, in order. */
+    static void assertSequence(List<Message> messages, int from, int to) {
+        List<Long> expected = new ArrayList<>();
+        List<Long> got = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            expected.add((long) i);
+        }
+        for (Message m : messages) {
+            got.add(n(m));
+        }
+        assertEquals(expected, got);
+        for (int i = 1; i < messages.size(); i++) {
+            assertEquals(messages.get(i - 1).id() + 1, messages.get(i).id(), "ids must be consecutive");
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Transport.class)
+    void receivesAThousandMessagesInOrder(Transport transport) throws Exception {
+        String ch = channel("thousand-" + transport);
+        Recorder recorder = new Recorder();
+        try (Subscription s = subscribeLive(new PushClient(server.url, options()), publisher, ch, transport, recorder)) {
+            publishRange(ch, 0, 1000);
+            recorder.awaitMessages(1001);
+            List<Message> got = recorder.messages();
+            assertSequence(got.subList(1, got.size()), 0, 1000);
+            assertEquals(ch, got.get(1000).channel());
+            assertTrue(got.get(1000).ts() > 1.6e9, "ts is epoch seconds");
+            assertEquals(got.get(1000).cursor(), s.cursor());
+            assertTrue(recorder.gaps.isEmpty(), recorder.gaps.toString());
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Transport.class)
+    void resumesWithoutLossWhenTheConnectionIsCut(Transport transport) throws Exception {
+        String ch = channel("cut-" + transport);
+        Recorder recorder = new Recorder();
+        try (TcpProxy proxy = new TcpProxy(server.port);
+                Subscription s = subscribeLive(new PushClient(proxy.url(), options()), publisher, ch, transport, recorder)) {
+            CompletableFuture<Void> publishing = CompletableFuture.runAsync(() -> {
+                try {
+                    publishRange(ch, 0, 500);
+                    proxy.cutAll(); // what follows can only arrive over a new connection
+                    publishRange(ch, 500, 1000);
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            for (int cut = 250; cut <= 1000; cut += 250) {
+                recorder.awaitMessages(cut);
+                proxy.cutAll();
+            }
+            publishing.get(Recorder.WAIT_MILLIS, TimeUnit.MILLISECONDS);
+            recorder.awaitMessages(1001);
+            List<Message> got = recorder.messages();
+            assertSequence(got.subList(1, got.size()), 0, 1000);
+            assertTrue(recorder.gaps.isEmpty(), recorder.gaps.toString());
+            assertTrue(proxy.accepted() >= 2, "the client reconnected");
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(value = Transport.class, names = {"STREAM", "SSE"})
+    void detectsADeadStreamByTheHeartbeatWindow(Transport transport) throws Exception {
+        String ch = channel("dead-" + transport);
+        Recorder recorder = new Recorder();
+        try (TcpProxy proxy = new TcpProxy(server.port);
+                Subscription s = subscribeLive(new PushClient(proxy.url(), options()), publisher, ch, transport, recorder)) {
+            proxy.freezeAll();
+            publishRange(ch, 0, 10);
+            recorder.awaitMessages(11);
+            List<Message> got = recorder.messages();
+            assertSequence(got.subList(1, got.size()), 0, 10);
+            synchronized (recorder) {
+                assertTrue(recorder.causes.stream().anyMatch(c -> c instanceof SocketTimeoutException),
+                        "dropped for silence: " + recorder.causes);
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Transport.class)
+    void resumesFromTheSavedCursorAfterClose(Transport transport) throws Exception {
+        String ch = channel("saved-" + transport);
+        PushClient client = new PushClient(server.url, options());
+        Recorder first = new Recorder();
+        Subscription s = subscribeLive(client, publisher, ch, transport, first);
+        publishRange(ch, 0, 300);
+        first.awaitMessages(301);
+        s.close();
+        assertTrue(s.awaitTermination(10, TimeUnit.SECONDS));
+        String saved = s.cursor();
+        assertEquals(first.messages().get(300).cursor(), saved);
+
+        publishRange(ch, 300, 600);
+        Recorder second = new Recorder();
+        try (Subscription resumed = client.subscribe(Collections.singletonList(ch), transport, saved, second)) {
+            publishRange(ch, 600, 601);
+            second.awaitMessages(301);
+            assertSequence(second.messages(), 300, 601);
+            assertTrue(second.gaps.isEmpty(), second.gaps.toString());
+        }
+        assertEquals(301, first.messageCount(), "nothing is delivered after close");
+        assertEquals(ConnectionState.CLOSED, first.states.get(first.states.size() - 1));
+    }
+
+    @ParameterizedTest
+    @EnumSource(Transport.class)
+    void deliversEachChannelOfAMultiChannelSubscriptionInOrder(Transport transport) throws Exception {
+        String a = channel("multi-a-" + transport);
+        String b = channel("multi-b-" + transport);
+        Recorder recorder = new Recorder();
+        PushClient client = new PushClient(server.url, options());
+        publisher.publish(a, "{\"n\": -1}");
+        publisher.publish(b, "{\"n\": -1}");
+        try (Subscription s = client.subscribe(Arrays.asList(a, b), transport, null, recorder)) {
+            recorder.awaitMessages(2);
+            for (int i = 0; i < 50; i++) {
+                publisher.publish(i % 2 == 0 ? a : b, "{\"n\": " + i + "}");
+            }
+            recorder.awaitMessages(52);
+            List<Message> got = recorder.messages();
+            for (String ch : Arrays.asList(a, b)) {
+                long last = 0;
+                for (Message m : got) {
+                    if (m.channel().equals(ch)) {
+                        assertEquals(last + 1, m.id(), ch + " ids in order");
+                        last = m.id();
+                    }
+                }
+                assertEquals(26, last, ch + ": probe + 25 messages");
+            }
+        }
+    }
+
+    @Test
+    void aFinalErrorClosesTheSubscriptionWithATypedException() throws Exception {
+        Recorder recorder = new Recorder();
+        Subscription s = new PushClient(server.url, options())
+                .subscribe(Collections.singletonList("not a channel!"), Transport.STREAM, null, recorder);
+        recorder.awaitState(ConnectionState.CLOSED, 1);
+        assertTrue(s.awaitTermination(10, TimeUnit.SECONDS));
+        PushException e;
+        synchronized (recorder) {
+            e = assertInstanceOf(PushException.class, recorder.causes.get(recorder.causes.size() - 1));
+        }
+        assertEquals(400, e.status());
+        assertEquals("bad_channel", e.code());
+        assertTrue(s.isClosed());
+    }
+}

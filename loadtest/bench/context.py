@@ -1,0 +1,47 @@
+"""What every experiment gets: the server to measure, the sizes to run at, the machine."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import os
+from collections.abc import Iterator
+
+from pushserver.launcher import ServerProcess
+
+_names = itertools.count(1)
+
+
+@dataclasses.dataclass
+class Bench:
+    """`url` set: measure that running server; else each experiment starts its own."""
+
+    machine: str
+    quick: bool = False
+    url: str = ""
+    server_args: list[str] = dataclasses.field(default_factory=list)
+    redis: str = ""
+    processes: int = 2
+
+    def size(self, full: int, quick: int) -> int:
+        return quick if self.quick else full
+
+    @contextlib.contextmanager
+    def server(self, *args: str) -> Iterator[str]:
+        """A server to measure: the `--url` one, or a fresh one started with `args`."""
+        if self.url:
+            yield self.url
+            return
+        with ServerProcess([*self.server_args, *args]) as srv:
+            yield srv.url
+
+    @property
+    def launches(self) -> bool:
+        """Whether the bench starts servers itself (needed to vary their settings)."""
+        return not self.url
+
+
+def channel(prefix: str) -> str:
+    """A channel no other run has used, so no history leaks between measurements."""
+    return f"bench-{prefix}-{os.getpid()}-{next(_names)}"

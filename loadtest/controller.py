@@ -1,0 +1,346 @@
+"""The step controller: raises the subscriber count, publishes, drains, judges, writes a line.
+
+It runs on the Locust master (or the single local process) as one greenlet. The load shape only
+reads `target` and `finished` from it, so the same shape works headless and in the web UI.
+
+One step: wait until every subscriber of the new count has its cursor; publish for
+--step-seconds (each message tagged with the step); wait until every expected delivery of the
+step has been counted, or for ceiling + a grace period; then write the step and decide whether
+to go on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+import orjson
+import psutil
+
+from loadtest.http11 import Connection, ConnectionClosed, Endpoint
+from loadtest.probe import ProbeProcess
+from loadtest.publisher import Publisher, PublishHook, PublishResult
+from loadtest.results import FORMAT, TOOL, ResultsWriter, machine_info
+from loadtest.settings import DRAIN_GRACE, PUBLISHER_MIN_RATE, SATURATED_CPU, Settings
+from loadtest.tally import StepBook
+
+_POLL = 0.05
+
+
+class TimeUp(Exception):
+    """--max-minutes passed in the middle of a step."""
+
+
+def crowd_channel(run_id: str) -> str:
+    return f"bi-{run_id}"
+
+
+def own_channel(run_id: str, node: int, n: int) -> str:
+    return f"bi-{run_id}.{node}.{n}"
+
+
+def probe_channel(settings: Settings) -> str:
+    base = crowd_channel(settings.run_id)
+    return base if settings.test == "subscribers" else f"{base}.probe"
+
+
+@dataclass
+class Snapshot:
+    time: float
+    server: dict[str, Any] | None
+    cpu: dict[str, tuple[float, float]]  # node -> (cpu seconds, at)
+
+
+def fetch_stats(conn: Connection, headers: dict[str, str]) -> dict[str, Any] | None:
+    try:
+        head, body = conn.request("GET", "/stats", headers=headers, timeout=10)
+    except (OSError, ConnectionClosed):
+        conn.close()
+        return None
+    return orjson.loads(body) if head.status == 200 else None
+
+
+def _server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
+    stats = last.server or {}
+    connections = stats.get("connections")
+    if isinstance(connections, dict):
+        connections = connections.get("total")
+    cpu = stats.get("cpu_percent")
+    before = (first.server or {}).get("cpu_seconds")
+    after = stats.get("cpu_seconds")
+    if before is not None and after is not None and last.time > first.time:
+        cpu = 100.0 * (after - before) / (last.time - first.time)
+    return {"cpu_percent": cpu, "rss_bytes": stats.get("rss_bytes"), "connections": connections}
+
+
+def _loadgen_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
+    percents = []
+    for node, (cpu_after, at_after) in last.cpu.items():
+        cpu_before, at_before = first.cpu.get(node, (cpu_after, at_after))
+        if at_after > at_before:
+            percents.append(100.0 * (cpu_after - cpu_before) / (at_after - at_before))
+    worst = max(percents) if percents else None
+    return {
+        "cpu_percent": worst,
+        "processes": len(last.cpu),
+        "saturated": worst is not None and worst >= SATURATED_CPU,
+    }
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f} ms"
+
+
+def progress_line(record: dict[str, Any]) -> str:
+    e2e, fanout = record["latency"]["e2e"], record["latency"]["fanout"]
+    text = (
+        f"step {record['step']}: {record['subscribers']} subscribers, {record['channels']} "
+        f"channels, {record['messages']} msgs, delivered {record['delivered']}/"
+        f"{record['expected']} lost {record['lost']} dup {record['duplicates']} "
+        f"reconnects {record['reconnects']} | e2e worst {_ms(e2e['worst'])} p99 {_ms(e2e['p99'])}"
+        f" | fan-out p99 {_ms(fanout['p99'])}"
+    )
+    if record["probe"]:
+        text += f" | probe e2e worst {_ms(record['probe']['e2e']['worst'])}"
+    server, loadgen = record["server"], record["loadgen"]
+    if server["cpu_percent"] is not None:
+        rss = (server["rss_bytes"] or 0) >> 20
+        text += f" | server cpu {server['cpu_percent']:.0f}% rss {rss} MiB"
+    if loadgen["cpu_percent"] is not None:
+        text += f" | loadgen cpu {loadgen['cpu_percent']:.0f}%"
+    if loadgen["saturated"]:
+        text += " (SATURATED: this step measures the load generator)"
+    return text
+
+
+class Controller:
+    def __init__(
+        self,
+        settings: Settings,
+        host: str,
+        book: StepBook,
+        distributed: bool,
+        on_publish: PublishHook | None = None,
+        on_finish: Callable[[], None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.host = host
+        self.endpoint = Endpoint.parse(host)
+        self.book = book
+        self.distributed = distributed
+        self.on_finish = on_finish
+        self.counts = settings.counts()
+        self.target = self.counts[0]
+        self.finished = False
+        self.ended = False
+        self.steps_written = 0
+        self.writer = ResultsWriter(settings.out)
+        self.label = settings.label or f"{settings.test}/{settings.transport}"
+        self.admin_headers = (
+            {"Authorization": f"Bearer {settings.publish_key}"} if settings.publish_key else {}
+        )
+        self.publisher = Publisher(self.endpoint, settings.publish_key, on_publish)
+        self.stats_conn = Connection(self.endpoint)
+        self.probe: ProbeProcess | None = None
+        self.process = psutil.Process(os.getpid())
+        self.started = time.time()
+        self.deadline = time.monotonic() + settings.max_minutes * 60
+        self.greenlet: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self.greenlet = gevent.spawn(self._run)
+
+    def _common(self) -> dict[str, Any]:
+        s = self.settings
+        return {"run_id": s.run_id, "test": s.test, "transport": s.transport, "label": self.label}
+
+    def _run(self) -> None:
+        reason, message = "interrupted", "the controller stopped unexpectedly"
+        try:
+            self._header()
+            reason, message = self._steps()
+        except TimeUp:
+            reason, message = "time", f"stopped after --max-minutes {self.settings.max_minutes:g}"
+        except Exception as exc:
+            message = f"the controller failed: {exc!r}"
+            raise
+        finally:
+            self.end(reason, message)
+
+    def end(self, reason: str, message: str) -> None:
+        """Write the end line once, print why, and let the shape stop Locust."""
+        if self.ended:
+            return
+        self.ended = True
+        self.writer.write(
+            {
+                "kind": "end",
+                **self._common(),
+                "reason": reason,
+                "message": message,
+                "steps": self.steps_written,
+                "ended": time.time(),
+            }
+        )
+        print(f"burn-in finished ({reason}): {message}", flush=True)
+        print(f"results: {self.writer.path}", flush=True)
+        self.publisher.close()
+        if self.probe is not None:
+            self.probe.stop()
+        self.finished = True
+        if self.on_finish is not None:
+            self.on_finish()
+
+    def abort(self) -> None:
+        """Locust is stopping from outside (web UI stop, SIGTERM)."""
+        if self.greenlet is not None and not self.greenlet.dead:
+            self.greenlet.kill(block=False)
+        self.end("interrupted", "the run was stopped before it finished")
+
+    def _header(self) -> None:
+        settings = self.settings.as_dict()
+        settings.pop("publish_key")
+        self.writer.write(
+            {
+                "kind": "run",
+                **self._common(),
+                "tool": TOOL,
+                "format": FORMAT,
+                "host": self.host,
+                "settings": settings,
+                "machine": machine_info(),
+                "started": self.started,
+            }
+        )
+        if self.settings.probe:
+            self.probe = ProbeProcess(
+                self.host, self.settings.transport, probe_channel(self.settings), self.book
+            )
+            self._wait(self.probe.subscribed.is_set, 30.0)
+
+    def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Poll until done() or timeout; raise TimeUp past the run's deadline."""
+        until = time.monotonic() + timeout
+        while not done():
+            now = time.monotonic()
+            if now >= self.deadline:
+                raise TimeUp
+            if now >= until:
+                return False
+            gevent.sleep(_POLL)
+        return True
+
+    def _snapshot(self) -> Snapshot:
+        cpu = {name: (node.cpu_seconds, node.time) for name, node in self.book.nodes.items()}
+        if self.distributed:
+            times = self.process.cpu_times()
+            cpu["master"] = (times.user + times.system, time.time())
+        return Snapshot(time.time(), fetch_stats(self.stats_conn, self.admin_headers), cpu)
+
+    def _steps(self) -> tuple[str, str]:
+        s = self.settings
+        previous = 0
+        for step, count in enumerate(self.counts, start=1):
+            self.target = count
+            ramp = 30.0 + 2 * (count - previous) / s.spawn_rate
+            if time.monotonic() + ramp / 2 + s.step_seconds + s.ceiling > self.deadline:
+                raise TimeUp
+            self._wait(lambda c=count: self.book.established() >= c, ramp)
+            previous = count
+            record = self._one_step(step, count)
+            self.writer.write(record)
+            self.steps_written += 1
+            print(progress_line(record), flush=True)
+            verdict = self._verdict(record)
+            if verdict is not None:
+                return verdict
+        return "max", f"reached --max {s.max} subscribers"
+
+    def _one_step(self, step: int, target: int) -> dict[str, Any]:
+        s = self.settings
+        subscribers = self.book.established()
+        if s.test == "subscribers":
+            channels, uncounted, per_message = [crowd_channel(s.run_id)], 0, subscribers
+        else:
+            channels = list(self.book.channels)
+            uncounted, per_message = 0, 1
+            if self.probe is not None:
+                channels.append(probe_channel(s))
+                uncounted = 1
+        first = self._snapshot()
+        started = time.time()
+        result = self.publisher.publish_step(step, channels, uncounted, s.rate, s.step_seconds)
+        expected = result.messages * per_message
+        counts = self.book.step(step)
+        drained = self._wait(
+            lambda: counts.delivered >= expected and self._probe_done(step, result),
+            s.ceiling + DRAIN_GRACE,
+        )
+        gevent.sleep(0.3)  # one more round of worker reports, for late duplicates
+        last = self._snapshot()
+        probe = self.book.probe.get(step) if self.probe is not None else None
+        return {
+            "kind": "step",
+            **self._common(),
+            "step": step,
+            "subscribers": subscribers,
+            "target": target,
+            "channels": len(channels) - uncounted,
+            "messages": result.messages,
+            "expected": expected,
+            "delivered": counts.delivered,
+            "lost": max(0, expected - counts.delivered),
+            "duplicates": counts.duplicates,
+            "reconnects": counts.reconnects,
+            "missed": counts.missed,
+            "drained": drained,
+            "latency": {
+                "publish": result.round_trip.summary(),
+                "fanout": counts.fanout.summary(),
+                "e2e": counts.e2e.summary(),
+            },
+            "probe": None
+            if probe is None
+            else {"fanout": probe.fanout.summary(), "e2e": probe.e2e.summary()},
+            "publisher": {
+                "rate_kept": result.kept_rate,
+                "errors": result.errors,
+                "rounds": result.ticks,
+            },
+            "server": _server_figures(first, last),
+            "loadgen": _loadgen_figures(first, last),
+            "ceiling": s.ceiling,
+            "started": started,
+            "ended": time.time(),
+        }
+
+    def _probe_done(self, step: int, result: PublishResult) -> bool:
+        if self.probe is None:
+            return True
+        return self.book.probe_step(step).delivered >= result.ticks - result.errors
+
+    def _verdict(self, record: dict[str, Any]) -> tuple[str, str] | None:
+        s = self.settings
+        worst = record["latency"]["e2e"]["worst"]
+        where = f"step {record['step']}, {record['subscribers']} subscribers"
+        if worst is not None and worst > s.ceiling:
+            return "ceiling", (
+                f"worst end-to-end latency {worst:.3f} s passed the ceiling {s.ceiling:g} s "
+                f"({where})"
+            )
+        late = record["lost"] - record["missed"]
+        if late > 0:
+            return "ceiling", (
+                f"{late} deliveries still missing {s.ceiling + DRAIN_GRACE:g} s after the step: "
+                f"later than the ceiling {s.ceiling:g} s or lost ({where})"
+            )
+        if record["publisher"]["rate_kept"] < PUBLISHER_MIN_RATE:
+            kept = record["publisher"]["rate_kept"] * 100
+            return "publisher", (
+                f"the publisher kept only {kept:.0f}% of --rate {s.rate:g}/s ({where})"
+            )
+        return None

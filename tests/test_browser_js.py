@@ -1,0 +1,208 @@
+"""The JavaScript client in a real headless Chromium, every transport, both builds.
+
+The page and the API share one origin: `clients/js/demo/server.mjs` serves `clients/js/` and
+reverse-proxies the API (streams and WebSocket upgrades unbuffered) to the pushserver, so the
+test needs no CORS. Its `/buffered/` prefix buffers whole responses and refuses upgrades, which
+is how the test puts a buffering proxy in front of the browser.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from pushserver.launcher import ServerProcess
+
+JS_DIR = Path(__file__).resolve().parent.parent / "clients" / "js"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+COUNT = 500
+
+
+def chromium_path() -> str:
+    """Debian's chromium; installed here when missing rather than skipping the test."""
+    path = shutil.which("chromium")
+    if path is None and os.geteuid() == 0:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update"], check=True, env=env, capture_output=True)
+        subprocess.run(
+            ["apt-get", "install", "-y", "chromium"], check=True, env=env, capture_output=True
+        )
+        path = shutil.which("chromium")
+    assert path, "chromium is not installed (apt-get install -y chromium)"
+    return path
+
+
+def node() -> str:
+    path = shutil.which("node")
+    assert path, "Node.js is not installed"
+    return path
+
+
+@pytest.fixture(scope="module")
+def pushserver() -> Iterator[ServerProcess]:
+    with ServerProcess(["--heartbeat", "1", "--history-size", "2000"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def origin(pushserver: ServerProcess) -> Iterator[str]:
+    """Builds the client, then starts the same-origin static server and API proxy."""
+    subprocess.run([node(), "build.mjs"], cwd=JS_DIR, check=True)
+    proc = subprocess.Popen(
+        [node(), "demo/server.mjs", "--upstream", pushserver.url, "--port", "0"],
+        cwd=JS_DIR,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    match = re.search(r"listening on (http://\S+)", line)
+    try:
+        assert match, f"demo server did not start: {line!r}"
+        yield match.group(1)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context()
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    context.close()
+    assert not errors, f"uncaught errors in the page: {errors}"
+
+
+_counter = iter(range(1_000_000))
+
+
+def fresh_channel(name: str) -> str:
+    return f"browser-{name}-{os.getpid()}-{next(_counter)}"
+
+
+# (build, transport, extra options, URL prefix, transport expected at the end)
+RUNS: list[tuple[str, str, dict[str, Any], str, str]] = [
+    ("esm", "auto", {}, "", "ws"),
+    ("classic", "auto", {}, "", "ws"),
+    ("classic", "sse", {}, "", "sse"),
+    ("classic", "stream", {}, "", "stream"),
+    ("classic", "longpoll", {}, "", "longpoll"),
+    ("classic", "ws", {}, "", "ws"),
+    ("classic", "jsonp", {}, "", "jsonp"),
+    ("classic", "stream", {"fetch": False}, "", "stream"),
+    ("classic", "longpoll", {"fetch": False}, "", "longpoll"),
+    ("esm", "auto", {}, "/buffered", "longpoll"),
+]
+
+
+@pytest.mark.parametrize(
+    ("build", "transport", "options", "prefix", "expected"),
+    RUNS,
+    ids=[
+        f"{b}-{t}" + ("-xhr" if o else "") + ("-behind-buffering-proxy" if p else "")
+        for b, t, o, p, _ in RUNS
+    ],
+)
+def test_every_message_arrives_in_order(
+    page: Page,
+    origin: str,
+    build: str,
+    transport: str,
+    options: dict[str, Any],
+    prefix: str,
+    expected: str,
+) -> None:
+    page.goto(f"{origin}/test/browser.html")
+    page.wait_for_function("window.harnessReady === true")
+    result = page.evaluate(
+        "args => window.runTransport(args)",
+        {
+            "build": build,
+            "base": prefix,
+            "channel": fresh_channel(transport),
+            "count": COUNT,
+            "options": {"transport": transport, **options},
+        },
+    )
+    assert result["values"] == list(range(1, COUNT + 1)), result["statuses"]
+    assert result["ids"] == list(range(1, COUNT + 1))
+    assert result["gaps"] == 0
+    assert result["transport"] == expected
+    assert result["cursorMatches"]
+    assert result["jsonpScriptsLeft"] == 0
+    if prefix:
+        assert "fallback:ws:longpoll" in result["statuses"] or any(
+            s.startswith("fallback") and s.endswith("longpoll") for s in result["statuses"]
+        )
+
+
+def publish(base: str, channel: str, data: object) -> None:
+    request = urllib.request.Request(
+        f"{base}/pub/{channel}",
+        data=json.dumps(data).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        assert response.status == 201
+
+
+def test_demo_page_shows_live_messages_and_publishes(
+    page: Page, origin: str, pushserver: ServerProcess, tmp_path: Path
+) -> None:
+    channel = fresh_channel("demo")
+    page.set_viewport_size({"width": 900, "height": 640})
+    page.goto(f"{origin}/demo/?channel={channel}")
+    page.wait_for_function("document.getElementById('status').textContent.indexOf('live') === 0")
+    for text in ["Breaking: pushserver demo is live", {"price": 42, "symbol": "ACME"}]:
+        publish(pushserver.url, channel, text)
+    page.fill("#message", "hello from the publish box")
+    page.click("#send")
+    items = page.locator("#messages li")
+    items.nth(2).wait_for()
+    texts = items.locator(".data").all_inner_texts()
+    assert texts == [
+        "hello from the publish box",
+        '{"price":42,"symbol":"ACME"}',
+        "Breaking: pushserver demo is live",
+    ]
+    assert page.input_value("#message") == ""
+    shot = tmp_path / "demo.png"
+    page.screenshot(path=str(shot), full_page=True)
+    with Image.open(shot) as image:
+        assert image.size[0] >= 900
+        colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
+    assert colours is not None and len(colours) > 50, "the screenshot looks blank"
+    if os.environ.get("PUSHCLIENT_SCREENSHOT"):
+        shutil.copy(shot, os.environ["PUSHCLIENT_SCREENSHOT"])

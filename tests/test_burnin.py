@@ -1,0 +1,229 @@
+"""The burn-in suite end to end: pushserver-burnin against a real server on loopback.
+
+Runs are tiny (3 steps of 2, 4, 6 subscribers, 2 s each at 5 messages/s) so they check the
+counting, aggregation and stopping logic, never performance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import csv
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from pushserver.launcher import ServerProcess
+
+RUN_TIMEOUT = 90
+SMALL = ["--step", "2", "--step-seconds", "2", "--rate", "5", "--max", "6", "--max-minutes", "1"]
+STEP_FIELDS = {
+    "kind", "run_id", "test", "transport", "label", "step", "subscribers", "channels",
+    "messages", "expected", "delivered", "lost", "duplicates", "latency", "probe", "server",
+    "loadgen", "ceiling", "started", "ended", "reconnects",
+}  # fmt: skip
+
+
+def burnin_command(test: str, host: str, out: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "loadtest.cli", test, "--host", host, "--out", str(out), *args]
+
+
+def read_results(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:
+    lines = [orjson.loads(line) for line in (out / "results.jsonl").read_bytes().splitlines()]
+    header = lines[0]
+    assert header["kind"] == "run" and header["tool"] == "pushserver-burnin"
+    steps = [line for line in lines if line["kind"] == "step"]
+    ends = [line for line in lines if line["kind"] == "end"]
+    return header, steps, ends[0] if ends else None
+
+
+def run_burnin(test: str, host: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        burnin_command(test, host, out, *args),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+
+
+def assert_complete(step: dict[str, Any], subscribers: int) -> None:
+    assert step.keys() >= STEP_FIELDS
+    assert step["subscribers"] == subscribers
+    assert step["expected"] == step["messages"] * (
+        subscribers if step["test"] == "subscribers" else 1
+    )
+    assert step["expected"] > 0
+    assert step["delivered"] == step["expected"]
+    assert step["lost"] == 0 and step["duplicates"] == 0
+    for leg in ("publish", "fanout", "e2e"):
+        summary = step["latency"][leg]
+        assert summary["count"] > 0
+        assert 0 <= summary["p50"] <= summary["p90"] <= summary["p99"] <= summary["worst"]
+    assert step["latency"]["e2e"]["count"] == step["delivered"]
+    assert step["probe"]["e2e"]["count"] > 0
+    assert step["server"]["rss_bytes"] > 0
+    assert step["server"]["connections"] >= subscribers
+    assert step["loadgen"]["cpu_percent"] is not None
+
+
+@pytest.mark.parametrize(
+    ("test", "transport"), [("subscribers", "longpoll"), ("channels", "stream")]
+)
+def test_smoke_run_counts_every_delivery(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path, test: str, transport: str
+) -> None:
+    srv = server_factory()
+    done = run_burnin(test, srv.url, tmp_path, "--transport", transport, *SMALL, "--no-charts")
+    assert done.returncode == 0, done.stdout + done.stderr
+    header, steps, end = read_results(tmp_path)
+    assert (header["test"], header["transport"]) == (test, transport)
+    assert [step["step"] for step in steps] == [1, 2, 3]
+    for step, subscribers in zip(steps, (2, 4, 6), strict=True):
+        assert_complete(step, subscribers)
+        assert step["channels"] == (1 if test == "subscribers" else subscribers)
+    assert end is not None and end["reason"] == "max" and end["steps"] == 3
+    assert "step 3: 6 subscribers" in done.stdout
+    # every delivery was also a Locust request event, so Locust's own stats count them
+    rows = list(csv.DictReader((tmp_path / "locust_stats.csv").open()))
+    deliver = next(row for row in rows if row["Type"] == "DELIVER")
+    assert deliver["Name"] == transport
+    assert int(deliver["Request Count"]) == sum(step["delivered"] for step in steps)
+
+
+def test_ceiling_stops_the_run_after_the_first_step(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory()
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", "sse", "--ceiling", "0.000001",
+        *SMALL, "--no-charts",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, steps, end = read_results(tmp_path)
+    assert len(steps) == 1
+    assert steps[0]["latency"]["e2e"]["worst"] > 0.000001
+    assert end is not None and end["reason"] == "ceiling" and end["steps"] == 1
+    assert "burn-in finished (ceiling)" in done.stdout
+    assert "passed the ceiling" in done.stdout
+
+
+def test_distributed_run_aggregates_both_workers(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory()
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", "ws", "--workers", "2", *SMALL,
+        "--no-charts",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    header, steps, end = read_results(tmp_path)
+    assert header["settings"]["workers"] == 2
+    assert [step["subscribers"] for step in steps] == [2, 4, 6]
+    for step, subscribers in zip(steps, (2, 4, 6), strict=True):
+        assert_complete(step, subscribers)
+        assert step["loadgen"]["processes"] == 3  # the master and both workers reported
+    assert end is not None and end["reason"] == "max"
+
+
+class CuttingProxy:
+    """Loopback proxy that cuts subscriber connections mid-message.
+
+    A connection whose request is `GET /{prefix}...` is cut in the middle of the server's
+    `cut_at`-th burn-in message (counted by its `"seq"` field); the subscriber must resume from
+    its cursor. Publishing and admin requests pass untouched.
+    """
+
+    def __init__(self, upstream_port: int, prefix: bytes, cut_at: int) -> None:
+        self.upstream_port = upstream_port
+        self.prefix = prefix
+        self.cut_at = cut_at
+        self.cuts = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        first = await client_r.read(65536)
+        up_w.write(first)
+        cut = first.startswith(b"GET " + self.prefix)
+        pumps = [
+            asyncio.create_task(self._pump(client_r, up_w, cut=False)),
+            asyncio.create_task(self._pump(up_r, client_w, cut=cut)),
+        ]
+        with contextlib.suppress(Exception):
+            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        for pump in pumps:
+            pump.cancel()
+        for writer in (client_w, up_w):
+            writer.close()
+
+    async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, cut: bool) -> None:
+        seen = 0
+        while data := await src.read(65536):
+            if cut:
+                at = -1
+                for _ in range(self.cut_at - seen):
+                    at = data.find(b'"seq"', at + 1)
+                    if at < 0:
+                        break
+                    seen += 1
+                if seen >= self.cut_at:
+                    dst.write(data[:at])  # up to the middle of that message
+                    await dst.drain()
+                    self.cuts += 1
+                    return
+            dst.write(data)
+            await dst.drain()
+
+
+@pytest.mark.parametrize(("transport", "prefix"), [("stream", b"/stream/"), ("longpoll", b"/lp/")])
+async def test_dropped_subscribers_are_counted_and_recovered(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path, transport: str, prefix: bytes
+) -> None:
+    srv = server_factory()
+    proxy = CuttingProxy(srv.port, prefix, cut_at=3)
+    url = await proxy.start()
+    proc = await asyncio.create_subprocess_exec(
+        *burnin_command("subscribers", url, tmp_path, "--transport", transport, *SMALL,
+                        "--no-charts", "--no-probe"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
+    assert proc.returncode == 0, output.decode()
+    assert proxy.cuts > 0
+    _, steps, end = read_results(tmp_path)
+    assert end is not None
+    assert steps
+    for step in steps:
+        assert step["delivered"] + step["lost"] == step["expected"]
+        assert step["duplicates"] == 0
+    assert sum(step["reconnects"] for step in steps) > 0
+    # the history (100 messages) covers every cut: the cursor recovers all of it
+    assert all(step["lost"] == 0 for step in steps)
+
+
+def test_charts_are_built_at_the_end(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    charts = pytest.importorskip("charts")
+    if not hasattr(charts, "build_report"):
+        pytest.skip("charts.build_report is not available")
+    srv = server_factory()
+    done = run_burnin(
+        "channels", srv.url, tmp_path, "--transport", "sse", "--step", "2", "--max", "2",
+        "--step-seconds", "2", "--rate", "5",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    reports = list(tmp_path.glob("*.html"))
+    assert reports, done.stdout
+    assert f"report: {reports[0]}" in done.stdout
