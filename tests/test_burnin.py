@@ -134,9 +134,10 @@ def test_distributed_run_aggregates_both_workers(
 class CuttingProxy:
     """Loopback proxy that cuts subscriber connections mid-message.
 
-    A connection whose request is `GET /{prefix}...` is cut in the middle of the server's
-    `cut_at`-th burn-in message (counted by its `"seq"` field); the subscriber must resume from
-    its cursor. Publishing and admin requests pass untouched.
+    Every connection whose request is `GET {prefix}...` is cut in the middle of the server's
+    `cut_at`-th burn-in message (counted by its `"seq"` field), reconnections included, so each
+    subscriber drops several times a step and must resume from its cursor. Publishing and admin
+    requests pass untouched.
     """
 
     def __init__(self, upstream_port: int, prefix: bytes, cut_at: int) -> None:
@@ -145,28 +146,45 @@ class CuttingProxy:
         self.cut_at = cut_at
         self.cuts = 0
         self.server: asyncio.Server | None = None
+        self.pumps: set[asyncio.Task[None]] = set()
 
     async def start(self) -> str:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
         return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def close(self) -> None:
+        assert self.server is not None
+        self.server.close()
+        for pump in self.pumps:
+            pump.cancel()
+        await asyncio.gather(*self.pumps, return_exceptions=True)
 
     async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
         up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         first = await client_r.read(65536)
         up_w.write(first)
         cut = first.startswith(b"GET " + self.prefix)
-        pumps = [
+        pumps = {
             asyncio.create_task(self._pump(client_r, up_w, cut=False)),
             asyncio.create_task(self._pump(up_r, client_w, cut=cut)),
-        ]
-        with contextlib.suppress(Exception):
+        }
+        self.pumps |= pumps
+        try:
             await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-        for pump in pumps:
-            pump.cancel()
-        for writer in (client_w, up_w):
-            writer.close()
+        finally:
+            for pump in pumps:
+                pump.cancel()
+            self.pumps -= pumps
+            for writer in (client_w, up_w):
+                writer.close()
 
     async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, cut: bool) -> None:
+        with contextlib.suppress(ConnectionError):
+            await self._forward(src, dst, cut)
+
+    async def _forward(
+        self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, cut: bool
+    ) -> None:
         seen = 0
         while data := await src.read(65536):
             if cut:
@@ -198,7 +216,10 @@ async def test_dropped_subscribers_are_counted_and_recovered(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
-    output, _ = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
+    try:
+        output, _ = await asyncio.wait_for(proc.communicate(), RUN_TIMEOUT)
+    finally:
+        await proxy.close()
     assert proc.returncode == 0, output.decode()
     assert proxy.cuts > 0
     _, steps, end = read_results(tmp_path)

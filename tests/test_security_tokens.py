@@ -14,7 +14,7 @@ import pytest
 
 from pushserver.tokens import mint
 
-SECRET = "test-subscribe-secret-0123456789abcdef"
+SECRET = "test-subscribe-secret-" + "0123456789abcdef" * 3
 ALL_KINDS = ("lp", "stream", "sse", "ws")
 
 
@@ -126,12 +126,13 @@ async def test_stream_gets_expired_event_and_is_closed(secured):
 
 
 async def test_sse_and_websocket_expire(secured):
-    token = mint(["news"], 2, SECRET)
     async with aiohttp.ClientSession() as http:
+        token = mint(["news"], 2, SECRET)
         async with http.get(f"{secured.url}/sse/news?token={token}") as resp:
             async with asyncio.timeout(20):
                 body = await resp.read()
         assert b'data: {"type":"expired"}' in body
+        token = mint(["news"], 2, SECRET)
         async with http.ws_connect(f"{secured.url}/ws/news?token={token}") as ws:
             async with asyncio.timeout(20):
                 frames = [msg async for msg in ws]

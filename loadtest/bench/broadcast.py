@@ -17,8 +17,15 @@ async def run(bench: Bench) -> list[Table]:
     table = Table(
         3,
         "broadcast: 1 broadcaster, 10 listeners",
-        ["transport", "listeners on", "broadcasts", "ms per broadcast", "server CPU %",
-         "client CPU s", "received"],
+        [
+            "transport",
+            "listeners on",
+            "broadcasts",
+            "ms per broadcast",
+            "server CPU %",
+            "client CPU s",
+            "received",
+        ],
     )
     table.notes.append(
         "one POST /pub/{channel} per broadcast, sent back to back on one connection; "
@@ -28,9 +35,17 @@ async def run(bench: Bench) -> list[Table]:
         for transport in TRANSPORTS:
             for same in (True, False):
                 target = channel("bc")
-                listen = [target] * LISTENERS if same else [channel("other") for _ in range(LISTENERS)]
+                listen = (
+                    [target] * LISTENERS if same else [channel("other") for _ in range(LISTENERS)]
+                )
                 r = await fan_out(
-                    bench, url, transport, target, listen, broadcasts, expect=broadcasts if same else 0
+                    bench,
+                    url,
+                    transport,
+                    target,
+                    listen,
+                    broadcasts,
+                    expect=broadcasts if same else 0,
                 )
                 table.add(
                     transport,

@@ -37,9 +37,7 @@ async def _idle_rss(bench: Bench, url: str, n: int) -> tuple[float, int]:
     names = [channel("idle") for _ in range(IDLE_CHANNELS)]
     per_proc = -(-n // IDLE_PROCESSES)
     listen = [names[i % IDLE_CHANNELS] for i in range(n)]
-    plans = [
-        SubPlan(url, "stream", listen[i : i + per_proc], 0) for i in range(0, n, per_proc)
-    ]
+    plans = [SubPlan(url, "stream", listen[i : i + per_proc], 0) for i in range(0, n, per_proc)]
     conn = await connect(url)
     try:
         before = await _held(conn, 0)
@@ -67,8 +65,14 @@ async def run(bench: Bench) -> list[Table]:
 
     def row(label: str, value: float, budget: str, ok: bool | None, r: dict | None = None) -> None:
         verdict = "" if ok is None else ("yes" if ok else "NO")
-        table.add(label, value, budget, verdict,
-                  lost=r["lost"] if r else 0, errors=r["errors"] if r else None)
+        table.add(
+            label,
+            value,
+            budget,
+            verdict,
+            lost=r["lost"] if r else 0,
+            errors=r["errors"] if r else None,
+        )
 
     with bench.server() as url:
         name = channel("fan")
@@ -92,6 +96,11 @@ async def run(bench: Bench) -> list[Table]:
         with bench.server() as url:
             per_conn, held = await _idle_rss(bench, url, n)
         kb = per_conn / 1024
-        row(f"server RSS KB per idle connection ({held:,} held)", kb, "<= 10", kb <= 10,
-            {"lost": n - held, "errors": []})
+        row(
+            f"server RSS KB per idle connection ({held:,} held)",
+            kb,
+            "<= 10",
+            kb <= 10,
+            {"lost": n - held, "errors": []},
+        )
     return [table]

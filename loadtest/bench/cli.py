@@ -33,18 +33,32 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "100, 5 publish throughput by connections×workers, 6 uvloop vs asyncio, 7 fast path "
         "budgets.",
     )
-    parser.add_argument("--url", default="", help="measure this running server instead of "
-                        "starting one per experiment (experiments 5 and 6 then skip what needs "
-                        "other server settings)")
+    parser.add_argument(
+        "--url",
+        default="",
+        help="measure this running server instead of "
+        "starting one per experiment (experiments 5 and 6 then skip what needs "
+        "other server settings)",
+    )
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     parser.add_argument("--only", default="", metavar="N[,M]", help="experiments to run")
     parser.add_argument("--json", metavar="FILE", help="also write the tables as JSON")
-    parser.add_argument("--processes", type=int, default=2, help="client processes for "
-                        "subscriber-heavy loads (default 2)")
-    parser.add_argument("--redis", default="", help="Redis URL for the 2-worker rows of "
-                        "experiment 5")
-    parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
-                        help="extra argument for the servers the bench starts (repeatable)")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="client processes for subscriber-heavy loads (default 2)",
+    )
+    parser.add_argument(
+        "--redis", default="", help="Redis URL for the 2-worker rows of experiment 5"
+    )
+    parser.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra argument for the servers the bench starts (repeatable)",
+    )
     return parser.parse_args(argv)
 
 
@@ -64,12 +78,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         numbers = [0]
     if any(n not in EXPERIMENTS for n in numbers):
-        print(f"pushserver-bench: --only takes numbers from 1 to {len(EXPERIMENTS)}",
-              file=sys.stderr)
+        print(
+            f"pushserver-bench: --only takes numbers from 1 to {len(EXPERIMENTS)}", file=sys.stderr
+        )
         return 2
     raise_open_files()
-    bench = Bench(describe(), args.quick, args.url, args.server_arg, args.redis,
-                  max(1, args.processes))
+    bench = Bench(
+        describe(), args.quick, args.url, args.server_arg, args.redis, max(1, args.processes)
+    )
     import uvloop
 
     tables = uvloop.run(run(bench, numbers))
@@ -77,11 +93,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = [t for t in tables if t.lost or t.errors]
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"machine": bench.machine, "quick": args.quick, "lost": lost,
-                       "tables": [t.to_json() for t in tables]}, fh, indent=1)
+            json.dump(
+                {
+                    "machine": bench.machine,
+                    "quick": args.quick,
+                    "lost": lost,
+                    "tables": [t.to_json() for t in tables],
+                },
+                fh,
+                indent=1,
+            )
     if failed:
-        print(f"FAILED: {lost} deliveries lost; errors in experiments "
-              f"{sorted({t.experiment for t in failed})}", file=sys.stderr)
+        print(
+            f"FAILED: {lost} deliveries lost; errors in experiments "
+            f"{sorted({t.experiment for t in failed})}",
+            file=sys.stderr,
+        )
         return 1
     print("all deliveries arrived (lost=0)")
     return 0

@@ -16,8 +16,17 @@ async def run(bench: Bench) -> list[Table]:
     table = Table(
         4,
         "request latency at concurrency 1 vs 100",
-        ["request", "concurrency", "requests", "mean ms", "p99 ms", "ms per request (all)",
-         "requests/s", "server CPU %", "client CPU s"],
+        [
+            "request",
+            "concurrency",
+            "requests",
+            "mean ms",
+            "p99 ms",
+            "ms per request (all)",
+            "requests/s",
+            "server CPU %",
+            "client CPU s",
+        ],
     )
     table.notes.append(
         "closed loop: each connection sends its next request when the previous is answered; "
@@ -36,9 +45,16 @@ async def run(bench: Bench) -> list[Table]:
                 window = r["last"] - r["first"]
                 times = r["times"]
                 table.add(
-                    label, concurrency, len(times), ms(statistics.fmean(times)),
-                    ms(percentile(times, 0.99)), ms(window / len(times)), rate(len(times), window),
-                    100 * r["server_cpu"] / r["wall"], r["client_cpu"],
-                    lost=count - len(times), errors=r["errors"],
+                    label,
+                    concurrency,
+                    len(times),
+                    ms(statistics.fmean(times)),
+                    ms(percentile(times, 0.99)),
+                    ms(window / len(times)),
+                    rate(len(times), window),
+                    100 * r["server_cpu"] / r["wall"],
+                    r["client_cpu"],
+                    lost=count - len(times),
+                    errors=r["errors"],
                 )
     return [table]

@@ -30,7 +30,7 @@ async def fan_out(
     Each subscriber must receive `expect` (default: all `messages`)."""
     expect = messages if expect is None else expect
     plans = [
-        SubPlan(url, transport, listen_on[i::bench.processes], expect)
+        SubPlan(url, transport, listen_on[i :: bench.processes], expect)
         for i in range(min(bench.processes, len(listen_on)))
     ]
     meter = await CpuMeter.open(url)
@@ -42,7 +42,10 @@ async def fan_out(
             await meter.start()
             start = time.time()
             await asyncio.gather(
-                *(_publish(p, publish_to, n, batch) for p, n in zip(pubs, spread(messages, publishers), strict=False))
+                *(
+                    _publish(p, publish_to, n, batch)
+                    for p, n in zip(pubs, spread(messages, publishers), strict=False)
+                )
             )
             published = time.time()
             report = merge(await pool.collect())

@@ -46,8 +46,13 @@ COLUMNS = ["transport", "messages", "median ms", "p99 ms", "max ms", "server CPU
 
 
 def latency_row(label: str, messages: int, result: dict[str, Any]) -> list[Any]:
-    return [label, messages, *summary_ms(result["latencies"]), result["server_cpu"],
-            result["client_cpu"]]
+    return [
+        label,
+        messages,
+        *summary_ms(result["latencies"]),
+        result["server_cpu"],
+        result["client_cpu"],
+    ]
 
 
 async def run(bench: Bench) -> list[Table]:
@@ -60,6 +65,9 @@ async def run(bench: Bench) -> list[Table]:
     with bench.server() as url:
         for transport in TRANSPORTS:
             result = await pingpong(url, transport, 1, messages)
-            table.add(*latency_row(transport, messages, result), lost=result["lost"],
-                      errors=result["errors"])
+            table.add(
+                *latency_row(transport, messages, result),
+                lost=result["lost"],
+                errors=result["errors"],
+            )
     return [table]

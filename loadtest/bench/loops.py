@@ -22,17 +22,24 @@ async def _measure(bench: Bench, url: str) -> tuple[list[tuple[str, float]], int
     for transport in ("stream", "longpoll"):
         r = await pingpong(url, transport, 1, messages)
         median, p99, _ = summary_ms(r["latencies"])
-        figures += [(f"exp 1 {transport} 1→1 median ms", median), (f"exp 1 {transport} p99 ms", p99)]
+        figures += [
+            (f"exp 1 {transport} 1→1 median ms", median),
+            (f"exp 1 {transport} p99 ms", p99),
+        ]
         lost += r["lost"]
         errors += r["errors"]
     for pubs, subs in ((1, 10), (5, 5)):
         for size in (0, batch):
             name = channel("loop")
-            r: dict[str, Any] = await fan_out(bench, url, "stream", name, [name] * subs, total, pubs, size)
+            r: dict[str, Any] = await fan_out(
+                bench, url, "stream", name, [name] * subs, total, pubs, size
+            )
             mode = f"batch {size}" if size else "1 per request"
             figures.append(
-                (f"exp 2 stream {pubs}-{subs} {mode} events/s per sub",
-                 rate(total, r["last"] - r["first"]))
+                (
+                    f"exp 2 stream {pubs}-{subs} {mode} events/s per sub",
+                    rate(total, r["last"] - r["first"]),
+                )
             )
             figures.append((f"exp 2 stream {pubs}-{subs} {mode} server CPU s", r["server_cpu"]))
             lost += r["lost"]
@@ -45,7 +52,9 @@ async def run(bench: Bench) -> list[Table]:
     if not bench.launches:
         table.add("all", "n/a (needs the bench to start the server)", "")
         return [table]
-    table.notes.append("same loads as experiments 1 and 2, server started with --loop uvloop / asyncio")
+    table.notes.append(
+        "same loads as experiments 1 and 2, server started with --loop uvloop / asyncio"
+    )
     columns: dict[str, list[tuple[str, float]]] = {}
     for loop in LOOPS:
         with bench.server("--loop", loop) as url:

@@ -23,8 +23,16 @@ async def run(bench: Bench) -> list[Table]:
     latency = Table(
         2,
         "publishers × subscribers: latency",
-        ["transport", "pub-sub", "messages", "median ms", "p99 ms", "max ms", "server CPU s",
-         "client CPU s"],
+        [
+            "transport",
+            "pub-sub",
+            "messages",
+            "median ms",
+            "p99 ms",
+            "max ms",
+            "server CPU s",
+            "client CPU s",
+        ],
     )
     latency.notes.append(
         "1 publisher, N subscribers of one channel in the bench process, 100-byte messages, "
@@ -33,8 +41,16 @@ async def run(bench: Bench) -> list[Table]:
     throughput = Table(
         2,
         "publishers × subscribers: throughput",
-        ["transport", "pub-sub", "publishing", "messages", "events/s per sub", "deliveries/s",
-         "server CPU %", "client CPU s"],
+        [
+            "transport",
+            "pub-sub",
+            "publishing",
+            "messages",
+            "events/s per sub",
+            "deliveries/s",
+            "server CPU %",
+            "client CPU s",
+        ],
     )
     throughput.notes.append(
         f"{total:,} messages in all (100 bytes) to one channel, split over the publishers, each "
@@ -47,9 +63,14 @@ async def run(bench: Bench) -> list[Table]:
             for subs in LATENCY_SHAPES:
                 result = await pingpong(url, transport, subs, messages)
                 latency.add(
-                    transport, f"1-{subs}", messages, *summary_ms(result["latencies"]),
-                    result["server_cpu"], result["client_cpu"],
-                    lost=result["lost"], errors=result["errors"],
+                    transport,
+                    f"1-{subs}",
+                    messages,
+                    *summary_ms(result["latencies"]),
+                    result["server_cpu"],
+                    result["client_cpu"],
+                    lost=result["lost"],
+                    errors=result["errors"],
                 )
         for transport in TRANSPORTS:
             for pubs, subs in THROUGHPUT_SHAPES:
@@ -58,9 +79,15 @@ async def run(bench: Bench) -> list[Table]:
                     r = await fan_out(bench, url, transport, name, [name] * subs, total, pubs, size)
                     window = r["last"] - r["first"]
                     throughput.add(
-                        transport, f"{pubs}-{subs}", f"batch {size}" if size else "1 per request",
-                        total, rate(total, window), rate(total * subs, r["last"] - r["start"]),
-                        100 * r["server_cpu"] / r["wall"], r["client_cpu"],
-                        lost=r["lost"], errors=r["errors"],
+                        transport,
+                        f"{pubs}-{subs}",
+                        f"batch {size}" if size else "1 per request",
+                        total,
+                        rate(total, window),
+                        rate(total * subs, r["last"] - r["start"]),
+                        100 * r["server_cpu"] / r["wall"],
+                        r["client_cpu"],
+                        lost=r["lost"],
+                        errors=r["errors"],
                     )
     return [latency, throughput]

@@ -33,7 +33,13 @@ async def run(bench: Bench) -> list[Table]:
                 r = await request_load(bench, url, "publish", channel("thr"), connections, messages)
                 window = r["last"] - r["first"]
                 table.add(
-                    workers, connections, window, rate(len(r["times"]), window), r["server_cpu"],
-                    r["client_cpu"], lost=messages - len(r["times"]), errors=r["errors"],
+                    workers,
+                    connections,
+                    window,
+                    rate(len(r["times"]), window),
+                    r["server_cpu"],
+                    r["client_cpu"],
+                    lost=messages - len(r["times"]),
+                    errors=r["errors"],
                 )
     return [table]

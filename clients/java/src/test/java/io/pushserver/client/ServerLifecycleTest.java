@@ -72,8 +72,8 @@ class ServerLifecycleTest {
                 assertTrue(first.awaitTermination(10, TimeUnit.SECONDS));
                 waiting.awaitState(ConnectionState.CONNECTED, 1);
                 client.publish(ch, "{\"n\": 0}");
-                waiting.awaitMessages(1);
-                assertEquals(0L, SubscribeTest.n(waiting.messages().get(0)));
+                waiting.awaitMessages(2); // the probe (history=1), then this one
+                assertEquals(0L, SubscribeTest.n(waiting.messages().get(1)));
             }
         }
     }
