@@ -6,7 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from charts.report import write_report
 from charts.results import ResultsError, load_all
 
 PROG = "pushserver-charts"
@@ -46,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         for run in runs:
             for warning in run.warnings:
                 print(f"{PROG}: warning: {warning}", file=sys.stderr)
+        from charts.report import write_report  # matplotlib loads once the input is known good
+
         report = write_report(runs, out)
     except ResultsError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

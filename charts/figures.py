@@ -63,6 +63,11 @@ def _color(index: int) -> str:
     return f"C{index % 10}"
 
 
+def _style(index: int, x: np.ndarray) -> dict[str, Any]:
+    """A run's colour, with a dot on each step unless the steps are too many to tell apart."""
+    return {"color": _color(index), "marker": "." if len(x) <= MAX_POINTS else None}
+
+
 def _si(value: float, _position: object = None) -> str:
     """Counts as 500, 2k, 1.5M: readable tick labels on the subscriber axis."""
     for scale, suffix in ((1e6, "M"), (1e3, "k")):
@@ -127,20 +132,21 @@ def _figure(runs: Sequence[Run], title: str, rows: int, height: float) -> tuple[
     return fig, axes
 
 
-def _run_legend(
-    fig: Figure,
-    runs: Sequence[Run],
-    extra: Sequence[Line2D] = (),
-    shown: Callable[[Run], bool] = lambda run: True,
-) -> None:
-    handles = [
+def _run_handles(
+    runs: Sequence[Run], shown: Callable[[Run], bool] = lambda run: True
+) -> list[Line2D]:
+    """One legend entry per run, in the run's colour (the colour follows the run's position)."""
+    return [
         Line2D([], [], color=_color(i), label=run.label) for i, run in enumerate(runs) if shown(run)
     ]
-    handles += list(extra)
+
+
+def _legend(fig: Figure, handles: Sequence[Line2D]) -> None:
+    """The figure's legend of runs, below the plots where it can never hide a line."""
     fig.legend(
         handles=handles,
         loc="outside lower center",
-        ncols=min(len(handles), 4),
+        ncols=min(len(handles), 3),
         fontsize="small",
         frameon=False,
     )
@@ -157,11 +163,15 @@ def _style_legend(ax: Axes, styles: Mapping[str, str | Mapping[str, Any]]) -> No
     ax.legend(handles=handles, loc="upper left", fontsize="x-small", ncols=len(handles))
 
 
-def _highest(ax: Axes) -> float:
-    """The highest finite value plotted on the axes (0 when there is none)."""
+def _plotted(ax: Axes) -> np.ndarray:
+    """Every finite y value of the lines on the axes."""
     values = np.concatenate([np.asarray(line.get_ydata(), float) for line in ax.get_lines()])
-    finite = values[np.isfinite(values)]
-    return float(finite.max()) if finite.size else 0.0
+    return values[np.isfinite(values)]
+
+
+def _highest(ax: Axes) -> float:
+    values = _plotted(ax)
+    return float(values.max()) if values.size else 0.0
 
 
 def _from_zero(ax: Axes, at_least: float = 1.0) -> None:
@@ -171,8 +181,7 @@ def _from_zero(ax: Axes, at_least: float = 1.0) -> None:
 
 def _latency_axis(ax: Axes) -> None:
     """Milliseconds; log scale when the lines span decades, else linear from zero."""
-    values = np.concatenate([line.get_ydata() for line in ax.get_lines()] or [np.array([])])
-    if _spans_decades(np.asarray(values, dtype=float)):
+    if _spans_decades(_plotted(ax)):
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
         ax.set_ylabel("latency (ms, log scale)")
@@ -244,9 +253,8 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             capsize=3,
             elinewidth=1,
             alpha=0.9,
-            label=run.label + binned,
         )
-        container.lines[0].set_label(run.label + binned)  # errorbar labels only its container
+        container.lines[0].set_label(run.label + binned)
         marked |= _mark_saturated(ax, x, worst, saturated)
     ceilings = sorted({run.ceiling * MS for run in runs if math.isfinite(run.ceiling)})
     # A ceiling far above every step would flatten them into the bottom: name it instead.
@@ -266,13 +274,7 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             fontsize="small",
         )
     ax.set_ylabel("worst-case latency (ms); bars reach down to p50")
-    fig.legend(
-        handles=handles + _saturation_handle(marked),
-        loc="outside lower center",
-        ncols=min(len(handles) + marked, 3),
-        fontsize="small",
-        frameon=False,
-    )
+    _legend(fig, handles + _saturation_handle(marked))
     return fig
 
 
@@ -286,15 +288,14 @@ def percentiles(runs: Sequence[Run]) -> Figure:
                 ax.plot(
                     x,
                     _latency_ms(run, leg, stat),
-                    color=_color(i),
                     linestyle=style,
-                    marker="." if len(x) <= MAX_POINTS else None,
                     label=f"{run.label} {stat}",
+                    **_style(i, x),
                 )
         ax.set_title(LEG_TITLES[leg], fontsize="medium")
         _latency_axis(ax)
     _style_legend(axes[0], STAT_STYLES)
-    _run_legend(fig, runs)
+    _legend(fig, _run_handles(runs))
     return fig
 
 
@@ -304,7 +305,7 @@ def delivery(runs: Sequence[Run]) -> Figure:
     for i, run in enumerate(runs):
         x = _subscribers(run)
         expected = _series(run, lambda s: s.expected)
-        style = {"color": _color(i), "marker": "." if len(x) <= MAX_POINTS else None}
+        style = _style(i, x)
         counts.plot(
             x,
             _series(run, lambda s: s.delivered),
@@ -318,7 +319,7 @@ def delivery(runs: Sequence[Run]) -> Figure:
             dups = _series(run, lambda s: s.duplicates) * 100 / expected
         shares.plot(x, lost, label=f"{run.label} lost", **style)
         shares.plot(x, dups, linestyle=":", label=f"{run.label} duplicates", **style)
-    if _spans_decades(np.concatenate([line.get_ydata() for line in counts.get_lines()])):
+    if _spans_decades(_plotted(counts)):
         counts.set_yscale("log")
     counts.yaxis.set_major_formatter(FuncFormatter(_si))
     counts.set_ylabel("deliveries per step (count)")
@@ -328,7 +329,7 @@ def delivery(runs: Sequence[Run]) -> Figure:
     shares.set_title("lost and duplicated deliveries", fontsize="medium")
     _style_legend(counts, {"expected": "--", "delivered": DELIVERED})
     _style_legend(shares, {"lost": "-", "duplicates": ":"})
-    _run_legend(fig, runs)
+    _legend(fig, _run_handles(runs))
     return fig
 
 
@@ -340,7 +341,7 @@ def resources(runs: Sequence[Run]) -> Figure:
     marked = False
     for i, run in enumerate(runs):
         x = _subscribers(run)
-        style = {"color": _color(i), "marker": "." if len(x) <= MAX_POINTS else None}
+        style = _style(i, x)
         loadgen = _series(run, lambda s: s.loadgen_cpu)
         cpu.plot(x, _series(run, lambda s: s.server_cpu), label=f"{run.label} server", **style)
         cpu.plot(x, loadgen, linestyle="--", label=f"{run.label} load generator", **style)
@@ -361,7 +362,7 @@ def resources(runs: Sequence[Run]) -> Figure:
     per_sub.set_ylabel("RSS per subscriber (KiB)")
     per_sub.set_title("server resident memory per subscriber", fontsize="medium")
     _style_legend(cpu, {"server": "-", "load generator": "--"})
-    _run_legend(fig, runs, _saturation_handle(marked))
+    _legend(fig, _run_handles(runs) + _saturation_handle(marked))
     return fig
 
 
@@ -380,7 +381,7 @@ def probe(runs: Sequence[Run]) -> Figure:
             if not _has_probe([run]):
                 continue
             x = _subscribers(run)
-            style = {"color": _color(i), "marker": "." if len(x) <= MAX_POINTS else None}
+            style = _style(i, x)
             for stat in ("p50", "worst"):
                 ax.plot(
                     x,
@@ -401,7 +402,7 @@ def probe(runs: Sequence[Run]) -> Figure:
         ax.set_title(LEG_TITLES[leg], fontsize="medium")
         _latency_axis(ax)
     _style_legend(axes[0], styles)
-    _run_legend(fig, runs, shown=lambda run: _has_probe([run]))
+    _legend(fig, _run_handles(runs, shown=lambda run: _has_probe([run])))
     return fig
 
 

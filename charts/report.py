@@ -17,6 +17,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from matplotlib.figure import Figure
+
 from charts.figures import CHARTS, DPI, MIB, MS
 from charts.results import Run, Step, load_all
 
@@ -52,8 +54,10 @@ def _when(epoch: Any) -> str:
 
 def _pretty(key: str, value: Any) -> str:
     if key.endswith("bytes") and isinstance(value, int | float):
-        return f"{value / MIB:,.1f} MiB"
-    return value if isinstance(value, str) else _flat(value)
+        for unit, size in (("GiB", 1024**3), ("MiB", MIB), ("KiB", 1024)):
+            if value >= size:
+                return f"{value / size:,.1f} {unit}"
+    return _flat(value)
 
 
 def _flat(value: Any) -> str:
@@ -171,7 +175,7 @@ def _run_section(index: int, run: Run) -> str:
     )
 
 
-def _png(figure: Any) -> bytes:
+def _png(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()

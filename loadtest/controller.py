@@ -19,8 +19,8 @@ from typing import Any
 
 import gevent
 import orjson
-import psutil
 
+from loadtest.cpuclock import cpu_seconds, run_queue_wait
 from loadtest.http11 import Connection, ConnectionClosed, Endpoint
 from loadtest.probe import ProbeProcess
 from loadtest.publisher import Publisher, PublishHook, PublishResult
@@ -29,6 +29,7 @@ from loadtest.settings import DRAIN_GRACE, PUBLISHER_MIN_RATE, SATURATED_CPU, Se
 from loadtest.tally import StepBook
 
 _POLL = 0.05
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 class TimeUp(Exception):
@@ -48,11 +49,21 @@ def probe_channel(settings: Settings) -> str:
     return base if settings.test == "subscribers" else f"{base}.probe"
 
 
+@dataclass(frozen=True)
+class Clock:
+    """One process's CPU used and CPU waited for (run queue), cumulative seconds, at a time."""
+
+    cpu: float | None
+    wait: float | None
+    at: float
+
+
 @dataclass
 class Snapshot:
     time: float
     server: dict[str, Any] | None
-    cpu: dict[str, tuple[float, float]]  # node -> (cpu seconds, at)
+    server_clock: Clock | None  # only when the server runs on this machine
+    loadgen: dict[str, Clock]  # per load-generator process
 
 
 def fetch_stats(conn: Connection, headers: dict[str, str]) -> dict[str, Any] | None:
@@ -62,6 +73,16 @@ def fetch_stats(conn: Connection, headers: dict[str, str]) -> dict[str, Any] | N
         conn.close()
         return None
     return orjson.loads(body) if head.status == 200 else None
+
+
+def _percent(first: Clock | None, last: Clock | None, field: str) -> float | None:
+    """Share of one core over the interval between two clocks."""
+    if first is None or last is None or last.at <= first.at:
+        return None
+    before, after = getattr(first, field), getattr(last, field)
+    if before is None or after is None:
+        return None
+    return 100.0 * (after - before) / (last.at - first.at)
 
 
 def _server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
@@ -74,25 +95,43 @@ def _server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
     after = stats.get("cpu_seconds")
     if before is not None and after is not None and last.time > first.time:
         cpu = 100.0 * (after - before) / (last.time - first.time)
-    return {"cpu_percent": cpu, "rss_bytes": stats.get("rss_bytes"), "connections": connections}
+    return {
+        "cpu_percent": cpu,
+        "cpu_wait_percent": _percent(first.server_clock, last.server_clock, "wait"),
+        "rss_bytes": stats.get("rss_bytes"),
+        "connections": connections,
+    }
 
 
 def _loadgen_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
-    percents = []
-    for node, (cpu_after, at_after) in last.cpu.items():
-        cpu_before, at_before = first.cpu.get(node, (cpu_after, at_after))
-        if at_after > at_before:
-            percents.append(100.0 * (cpu_after - cpu_before) / (at_after - at_before))
-    worst = max(percents) if percents else None
+    used, waited, wanted = [], [], []
+    for node, clock in last.loadgen.items():
+        cpu = _percent(first.loadgen.get(node), clock, "cpu")
+        wait = _percent(first.loadgen.get(node), clock, "wait")
+        if cpu is not None:
+            used.append(cpu)
+            wanted.append(cpu + (wait or 0.0))
+        if wait is not None:
+            waited.append(wait)
     return {
-        "cpu_percent": worst,
-        "processes": len(last.cpu),
-        "saturated": worst is not None and worst >= SATURATED_CPU,
+        "cpu_percent": max(used, default=None),
+        "cpu_wait_percent": max(waited, default=None),
+        "processes": len(last.loadgen),
+        "saturated": max(wanted, default=0.0) >= SATURATED_CPU,
     }
+
+
+def _own_clock(pid: int) -> Clock:
+    return Clock(cpu_seconds(pid), run_queue_wait(pid), time.time())
 
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.1f} ms"
+
+
+def _waited(figures: dict[str, Any]) -> str:
+    wait = figures.get("cpu_wait_percent")
+    return "" if wait is None else f" (+{wait:.0f}% waiting for a CPU)"
 
 
 def progress_line(record: dict[str, Any]) -> str:
@@ -109,9 +148,9 @@ def progress_line(record: dict[str, Any]) -> str:
     server, loadgen = record["server"], record["loadgen"]
     if server["cpu_percent"] is not None:
         rss = (server["rss_bytes"] or 0) >> 20
-        text += f" | server cpu {server['cpu_percent']:.0f}% rss {rss} MiB"
+        text += f" | server cpu {server['cpu_percent']:.0f}%{_waited(server)} rss {rss} MiB"
     if loadgen["cpu_percent"] is not None:
-        text += f" | loadgen cpu {loadgen['cpu_percent']:.0f}%"
+        text += f" | loadgen cpu {loadgen['cpu_percent']:.0f}%{_waited(loadgen)}"
     if loadgen["saturated"]:
         text += " (SATURATED: this step measures the load generator)"
     return text
@@ -146,7 +185,6 @@ class Controller:
         self.publisher = Publisher(self.endpoint, settings.publish_key, on_publish)
         self.stats_conn = Connection(self.endpoint)
         self.probe: ProbeProcess | None = None
-        self.process = psutil.Process(os.getpid())
         self.started = time.time()
         self.deadline = time.monotonic() + settings.max_minutes * 60
         self.greenlet: gevent.Greenlet | None = None
@@ -235,11 +273,17 @@ class Controller:
         return True
 
     def _snapshot(self) -> Snapshot:
-        cpu = {name: (node.cpu_seconds, node.time) for name, node in self.book.nodes.items()}
+        clocks = {
+            name: Clock(node.cpu_seconds, node.cpu_wait, node.time)
+            for name, node in self.book.nodes.items()
+        }
         if self.distributed:
-            times = self.process.cpu_times()
-            cpu["master"] = (times.user + times.system, time.time())
-        return Snapshot(time.time(), fetch_stats(self.stats_conn, self.admin_headers), cpu)
+            clocks["master"] = _own_clock(os.getpid())
+        stats = fetch_stats(self.stats_conn, self.admin_headers)
+        server_clock = None
+        if stats and "pid" in stats and self.endpoint.host in LOOPBACK:
+            server_clock = _own_clock(stats["pid"])
+        return Snapshot(time.time(), stats, server_clock, clocks)
 
     def _steps(self) -> tuple[str, str]:
         s = self.settings

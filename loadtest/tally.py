@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import psutil
-
+from loadtest.cpuclock import cpu_seconds, run_queue_wait
 from loadtest.histogram import Histogram
 
 
@@ -76,7 +75,7 @@ class Tally:
         self.last_step = 0
         self._steps: dict[int, StepCounts] = {}
         self._new_channels: list[str] = []
-        self._process = psutil.Process(os.getpid())
+        self._pid = os.getpid()
 
     def _counts(self, step: int) -> StepCounts:
         counts = self._steps.get(step)
@@ -120,12 +119,12 @@ class Tally:
 
     def take(self) -> dict[str, Any]:
         """Everything since the last call, as a msgpack-friendly report for the master."""
-        cpu = self._process.cpu_times()
         report = {
             "steps": [[step, counts.to_wire()] for step, counts in self._steps.items()],
             "established": self.established,
             "channels": self._new_channels,
-            "cpu_seconds": cpu.user + cpu.system,
+            "cpu_seconds": cpu_seconds(self._pid),
+            "cpu_wait": run_queue_wait(self._pid),
             "time": time.time(),
         }
         self._steps = {}
@@ -136,7 +135,8 @@ class Tally:
 @dataclass
 class NodeState:
     established: int = 0
-    cpu_seconds: float = 0.0
+    cpu_seconds: float | None = None
+    cpu_wait: float | None = None
     time: float = 0.0
 
 
@@ -159,7 +159,9 @@ class StepBook:
         for step, wire in report["steps"]:
             self.step(step).merge(StepCounts.from_wire(wire))
         self.channels.extend(report["channels"])
-        self.nodes[node] = NodeState(report["established"], report["cpu_seconds"], report["time"])
+        self.nodes[node] = NodeState(
+            report["established"], report["cpu_seconds"], report["cpu_wait"], report["time"]
+        )
 
     def established(self) -> int:
         return sum(node.established for node in self.nodes.values())

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
-from . import admin, cors, openapi, publish
+from . import admin, cors, limits, openapi, publish
 from .broker import create_broker
 from .config import Settings
 from .errors import ApiError, error_response
@@ -40,6 +40,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     try:
         return await handler(request)
     except ApiError as exc:
+        limits.note(request, exc)
         return exc.response()
     except web.HTTPException as exc:
         if exc.status < 400:

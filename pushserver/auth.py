@@ -1,4 +1,4 @@
-"""Who may publish: a bearer key compared in constant time, or loopback callers when no key is set."""
+"""Who may publish: a bearer key compared in constant time, or loopback callers if no key."""
 
 from __future__ import annotations
 
@@ -31,9 +31,7 @@ def check_publisher(request: web.Request, settings: Settings) -> None:
         return
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(
-        given.strip().encode(), key.encode()
-    ):
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
         raise ApiError(
             401,
             "unauthorized",

@@ -27,19 +27,29 @@ class Settings:
     host: str = _setting("127.0.0.1", "address to listen on")
     port: int = _setting(8080, "TCP port to listen on (0 = pick a free one)")
     loop: str = _setting("uvloop", "event loop implementation", choices=("uvloop", "asyncio"))
-    workers: int = _setting(1, "server processes on one port (SO_REUSEPORT); more than 1 needs --redis")
-    redis: str = _setting("", "Redis URL (redis://host:port/db) for the Redis broker; empty = memory broker")
+    workers: int = _setting(
+        1, "server processes on one port (SO_REUSEPORT); more than 1 needs --redis"
+    )
+    redis: str = _setting(
+        "", "Redis URL (redis://host:port/db) for the Redis broker; empty = memory broker"
+    )
     history_size: int = _setting(100, "messages kept per channel for resuming clients")
     history_ttl: float = _setting(300.0, "seconds a message stays in a channel's history")
-    heartbeat: float = _setting(20.0, "seconds between heartbeats on streams (stream, SSE, WebSocket)")
+    heartbeat: float = _setting(
+        20.0, "seconds between heartbeats on streams (stream, SSE, WebSocket)"
+    )
     default_timeout: float = _setting(30.0, "long-poll hold time when the client gives no ?timeout")
     max_timeout: float = _setting(120.0, "largest long-poll ?timeout accepted")
-    max_buffer_bytes: int = _setting(1 << 20, "unsent bytes after which a slow subscriber is cut off")
+    max_buffer_bytes: int = _setting(
+        1 << 20, "unsent bytes after which a slow subscriber is cut off"
+    )
     max_message_bytes: int = _setting(64 << 10, "largest published message body (413 above)")
     max_batch: int = _setting(1000, "largest number of messages in one POST /pub batch")
     max_channels_per_subscription: int = _setting(64, "channels one subscription may name")
     max_connections: int = _setting(100_000, "held subscriber connections before 503 over_capacity")
-    max_connections_per_ip: int = _setting(0, "held subscriber connections per client IP (0 = none)")
+    max_connections_per_ip: int = _setting(
+        0, "held subscriber connections per client IP (0 = none)"
+    )
     max_publish_rate: float = _setting(0.0, "publishes per second per key or IP (0 = unlimited)")
     max_pad: int = _setting(8192, "largest ?pad= accepted on streams")
     max_line_size: int = _setting(8190, "largest request line / URL in bytes")
@@ -48,6 +58,9 @@ class Settings:
     subscribe_secret: str = _setting("", "HS256 secret; when set, subscribers need ?token=JWT")
     cors_origin: str = _setting("", "comma-separated allowed CORS origins, or *; empty = no CORS")
     shutdown_timeout: float = _setting(10.0, "seconds to drain connections on SIGTERM/SIGINT")
+    request_timeout: float = _setting(
+        60.0, "seconds a client may take to send a request head, or stay idle between requests"
+    )
     gc_threshold: str = _setting(
         "50000,50,100", "cyclic GC thresholds gen0,gen1,gen2 (larger = rarer, shorter pauses)"
     )
@@ -95,7 +108,9 @@ def validate(settings: Settings) -> Settings:
     try:
         settings.gc_thresholds  # noqa: B018 - parses
     except ValueError:
-        raise ConfigError(f"gc_threshold must be three integers a,b,c, got {settings.gc_threshold!r}")
+        raise ConfigError(
+            f"gc_threshold must be three integers a,b,c, got {settings.gc_threshold!r}"
+        ) from None
     if settings.workers < 1:
         raise ConfigError("workers must be at least 1")
     if settings.workers > 1 and not settings.redis:
@@ -105,7 +120,7 @@ def validate(settings: Settings) -> Settings:
     for name in ("history_size", "max_buffer_bytes", "max_message_bytes", "max_batch"):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name} must be at least 1")
-    for name in ("heartbeat", "history_ttl", "max_timeout", "sweep_interval"):
+    for name in ("heartbeat", "history_ttl", "max_timeout", "sweep_interval", "request_timeout"):
         if getattr(settings, name) <= 0:
             raise ConfigError(f"{name} must be positive")
     if not 0 <= settings.default_timeout <= settings.max_timeout:
@@ -122,7 +137,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help_text = f"{f.metadata['help']} (env {env}, default {f.default!r})"
         if isinstance(f.default, bool):
             parser.add_argument(
-                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+                flag,
+                dest=f.name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
             )
         else:
             parser.add_argument(
@@ -135,9 +154,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             )
 
 
-def load(
-    args: argparse.Namespace, environ: Mapping[str, str] = os.environ
-) -> Settings:
+def load(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
     """Merge the sources in precedence order and validate the result."""
     values: dict[str, Any] = {}
     if getattr(args, "config", None):

@@ -26,9 +26,7 @@ def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> web.Response:
     body = orjson.dumps({"error": code, "message": message})
-    return web.Response(
-        status=status, body=body, content_type="application/json", headers=headers
-    )
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
 def bad_request(code: str, message: str) -> ApiError:

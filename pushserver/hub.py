@@ -116,6 +116,8 @@ class Hub:
             multi = multi or bool(ch.multi)
         if multi:
             self._fan_out_multi(batch, cut)
+        if cut:
+            self.stats.limits_hit["max_buffer_bytes"] += len(cut)
         for sub in cut:
             self.detach(sub)
             sub.transport.abort()

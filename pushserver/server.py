@@ -8,6 +8,7 @@ import resource
 import signal
 import socket
 import sys
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -60,8 +61,16 @@ def listening_socket(settings: Settings) -> socket.socket:
     return sock
 
 
-async def serve(settings: Settings, sock: socket.socket, worker: int = 0) -> None:
-    """Serve until SIGTERM/SIGINT, then drain within the shutdown timeout."""
+async def serve(
+    settings: Settings,
+    sock: socket.socket,
+    worker: int = 0,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, then drain within the shutdown timeout.
+
+    `on_ready(url)` replaces the ready line, for a supervisor that prints it once for all workers.
+    """
     app = await create_app(settings, worker)
     runner = web.AppRunner(
         app,
@@ -70,6 +79,7 @@ async def serve(settings: Settings, sock: socket.socket, worker: int = 0) -> Non
         max_line_size=settings.max_line_size,
         max_field_size=settings.max_field_size,
         shutdown_timeout=settings.shutdown_timeout,
+        keepalive_timeout=settings.request_timeout,
     )
     await runner.setup()
     site = web.SockSite(runner, sock, backlog=4096)
@@ -87,7 +97,9 @@ async def serve(settings: Settings, sock: socket.socket, worker: int = 0) -> Non
         state.broker.name,
         settings.loop,
     )
-    if worker == 0:
+    if on_ready is not None:
+        on_ready(url_for(host, port))
+    elif worker == 0:
         print(f"pushserver listening on {url_for(host, port)}", flush=True)
     GcMonitor.freeze()
     await stop.wait()
@@ -106,7 +118,17 @@ async def _drain(runner: web.AppRunner, site: web.SockSite, state) -> None:
     await runner.cleanup()
 
 
-def run(settings: Settings, worker: int = 0, sock: socket.socket | None = None) -> None:
+def run(
+    settings: Settings,
+    worker: int = 0,
+    sock: socket.socket | None = None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    if sock is None and settings.workers > 1:
+        from .workers import supervise
+
+        supervise(settings)
+        return
     if settings.loop == "uvloop":
         import uvloop
 
@@ -118,6 +140,8 @@ def run(settings: Settings, worker: int = 0, sock: socket.socket | None = None) 
         try:
             sock = listening_socket(settings)
         except OSError as exc:
-            sys.exit(f"pushserver: cannot listen on {settings.host}:{settings.port}: {exc.strerror}")
+            sys.exit(
+                f"pushserver: cannot listen on {settings.host}:{settings.port}: {exc.strerror}"
+            )
     with runner:
-        runner.run(serve(settings, sock, worker))
+        runner.run(serve(settings, sock, worker, on_ready))

@@ -46,8 +46,9 @@ class TcpProxy:
         if self._server is not None:
             self._server.close()
         for link in list(self._links):
-            link.task.cancel()
-        await asyncio.gather(*(link.task for link in self._links), return_exceptions=True)
+            for pump in link.pumps:
+                pump.cancel()
+        await asyncio.gather(*(link.done.wait() for link in list(self._links)))
         if self._server is not None:
             await self._server.wait_closed()
 
@@ -69,28 +70,26 @@ class TcpProxy:
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
-        link = _Link(asyncio.current_task())
-        self._links.add(link)
         try:
             up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         except OSError:
-            self._links.discard(link)
             writer.close()
             return
+        link = _Link()
         budget = self.cut_after() if self.cut_after else None
-        pumps = [
+        link.pumps = [
             asyncio.create_task(self._pump(reader, up_writer, link, None)),
             asyncio.create_task(self._pump(up_reader, writer, link, budget)),
         ]
-        try:
-            await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for pump in pumps:
-                pump.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-            for end in (writer, up_writer):
-                end.close()
-            self._links.discard(link)
+        self._links.add(link)
+        await asyncio.wait(link.pumps, return_when=asyncio.FIRST_COMPLETED)
+        for pump in link.pumps:
+            pump.cancel()
+        await asyncio.gather(*link.pumps, return_exceptions=True)
+        for end in (writer, up_writer):
+            end.close()
+        self._links.discard(link)
+        link.done.set()
 
     async def _pump(
         self,
@@ -116,9 +115,9 @@ class TcpProxy:
 
 
 class _Link:
-    """One proxied connection: the task serving it and its stall switch."""
+    """One proxied connection: its two pumps, its stall switch, and whether it is over."""
 
-    def __init__(self, task: asyncio.Task | None) -> None:
-        assert task is not None
-        self.task = task
+    def __init__(self) -> None:
+        self.pumps: list[asyncio.Task] = []
         self.stalled = asyncio.Event()
+        self.done = asyncio.Event()

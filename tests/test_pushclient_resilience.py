@@ -10,9 +10,9 @@ import asyncio
 import random
 
 import pytest
-from tcpproxy import TcpProxy
-
 from pushclient import TRANSPORT_NAMES, Backoff, Gap, Message, PushClient, Subscription
+
+from .tcpproxy import TcpProxy
 
 FAST = Backoff(initial=0.02, maximum=0.2)
 MESSAGES = 5000
@@ -54,6 +54,7 @@ async def test_pushclient_every_message_once_in_order_through_cuts(server_factor
             assert subscription.cursor == last.cursor
         finally:
             forwarder.cancel()
+            await asyncio.gather(forwarder, return_exceptions=True)
     assert proxy.cuts >= 20, seed
     assert proxy.cuts_mid_line > 0, seed
 

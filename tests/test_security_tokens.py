@@ -12,15 +12,17 @@ import jwt
 import orjson
 import pytest
 
+from pushserver.launcher import ServerProcess
 from pushserver.tokens import mint
 
 SECRET = "test-subscribe-secret-" + "0123456789abcdef" * 3
 ALL_KINDS = ("lp", "stream", "sse", "ws")
 
 
-@pytest.fixture
-def secured(server_factory):
-    return server_factory("--subscribe-secret", SECRET, "--heartbeat", "1")
+@pytest.fixture(scope="module")
+def secured():
+    with ServerProcess(["--subscribe-secret", SECRET, "--heartbeat", "1"]) as srv:
+        yield srv
 
 
 async def _status(url: str) -> tuple[int, dict]:
@@ -88,7 +90,9 @@ async def test_every_transport_refuses_without_token(secured, kind):
 
 async def test_prefix_covers_many_channels(secured):
     token = mint(["user.42.*", "news"], 60, SECRET)
-    got, _ = await _status(f"{secured.url}/lp/user.42.inbox,user.42.alerts,news?timeout=0&token={token}")
+    got, _ = await _status(
+        f"{secured.url}/lp/user.42.inbox,user.42.alerts,news?timeout=0&token={token}"
+    )
     assert got == 200
     got, body = await _status(f"{secured.url}/lp/user.43.inbox?timeout=0&token={token}")
     assert (got, body["error"]) == (403, "forbidden")
@@ -102,27 +106,33 @@ async def _publish_until_closed(url: str, channel: str, done: asyncio.Event) -> 
             await asyncio.sleep(0.2)
 
 
+async def _expired_disconnects(url: str) -> int:
+    async with aiohttp.ClientSession() as http, http.get(f"{url}/stats") as resp:
+        return (await resp.json())["disconnects"].get("expired", 0)
+
+
 async def test_stream_gets_expired_event_and_is_closed(secured):
+    before = await _expired_disconnects(secured.url)
     token = mint(["news"], 2, SECRET)
     done = asyncio.Event()
     publisher = asyncio.create_task(_publish_until_closed(secured.url, "news", done))
     events = []
     try:
-        async with aiohttp.ClientSession() as http:
-            async with http.get(f"{secured.url}/stream/news?token={token}") as resp:
-                assert resp.status == 200
-                async with asyncio.timeout(20):
-                    async for line in resp.content:
-                        if line.strip():
-                            events.append(orjson.loads(line))
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(f"{secured.url}/stream/news?token={token}") as resp,
+            asyncio.timeout(20),
+        ):
+            assert resp.status == 200
+            async for line in resp.content:
+                if line.strip():
+                    events.append(orjson.loads(line))
     finally:
         done.set()
         await publisher
     assert events[-1] == {"type": "expired"}
     assert any(e.get("channel") == "news" for e in events[:-1])
-    async with aiohttp.ClientSession() as http, http.get(f"{secured.url}/stats") as resp:
-        stats = await resp.json()
-    assert stats["disconnects"].get("expired") == 1
+    assert await _expired_disconnects(secured.url) == before + 1
 
 
 async def test_sse_and_websocket_expire(secured):
@@ -143,25 +153,39 @@ async def test_sse_and_websocket_expire(secured):
 async def test_long_lived_token_outlives_short_one(secured):
     """Expiry of one subscriber leaves the others (one timer for all) untouched."""
     short, long = mint(["news"], 2, SECRET), mint(["news"], 3600, SECRET)
-    async with aiohttp.ClientSession() as http:
-        async with http.get(f"{secured.url}/stream/news?token={long}") as keeper:
-            async with http.get(f"{secured.url}/stream/news?token={short}") as brief:
-                async with asyncio.timeout(20):
-                    await brief.read()
-            async with http.post(f"{secured.url}/pub/news", json="after") as resp:
-                assert resp.status == 201
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"{secured.url}/stream/news?token={long}") as keeper,
+    ):
+        async with http.get(f"{secured.url}/stream/news?token={short}") as brief:
             async with asyncio.timeout(20):
-                while True:
-                    line = await keeper.content.readline()
-                    if line.strip():
-                        event = orjson.loads(line)
-                        break
+                await brief.read()
+        async with (
+            aiohttp.ClientSession() as pub,
+            pub.post(f"{secured.url}/pub/news", json="after") as resp,
+        ):
+            assert resp.status == 201
+        async with asyncio.timeout(20):
+            while True:
+                line = await keeper.content.readline()
+                if line.strip():
+                    event = orjson.loads(line)
+                    break
     assert event["data"] == "after"
 
 
 def test_token_subcommand_mints_a_working_token(secured):
     out = subprocess.run(
-        [sys.executable, "-m", "pushserver", "token", "--channels", "news,user.42.*", "--ttl", "60"],
+        [
+            sys.executable,
+            "-m",
+            "pushserver",
+            "token",
+            "--channels",
+            "news,user.42.*",
+            "--ttl",
+            "60",
+        ],
         env={"PUSHSERVER_SUBSCRIBE_SECRET": SECRET, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -184,3 +184,23 @@ async def wait_for_subscribers(
                     return
         await asyncio.sleep(0.02)
     raise AssertionError(f"{channel}: {seen} subscribers, expected {n}")
+
+
+async def wait_for_stats(
+    session: aiohttp.ClientSession,
+    base: str,
+    ready: Callable[[dict[str, Any]], bool],
+    what: str,
+    timeout: float = 20.0,
+) -> dict[str, Any]:
+    """Poll GET /stats until `ready(stats)` holds; fail naming `what` after `timeout`."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        async with session.get(f"{base}/stats") as r:
+            stats = await r.json()
+        if ready(stats):
+            return stats
+        if loop.time() > deadline:
+            raise AssertionError(f"no {what} within {timeout}s: {stats}")
+        await asyncio.sleep(0.05)

@@ -329,7 +329,8 @@ class WebSocketSubscriber(HeldSubscriber):
 
 
 class LongPoller:
-    """A long-poll loop on one keep-alive connection; stops after `expect` messages."""
+    """A long-poll loop on one keep-alive connection; stops after `expect` messages (never when
+    `expect` is 0: a listener that must receive nothing)."""
 
     def __init__(self, conn: HttpConnection, channel: str, tally: Tally, expect: int) -> None:
         self.conn = conn
@@ -343,7 +344,7 @@ class LongPoller:
 
     async def run(self, timeout: float) -> None:
         tally = self.tally
-        while self.count < self.expect:
+        while not self.expect or self.count < self.expect:
             path = f"/lp/{self.channel}?timeout={timeout:g}&cursor={self.cursor}"
             try:
                 status, body = await self.conn.request(request_bytes("GET", path))

@@ -48,6 +48,7 @@ async def fan_out(
                 )
             )
             published = time.time()
+            at_published = (await meter.read())["cpu_seconds"]
             report = merge(await pool.collect())
             wall, server_cpu, client_cpu = await meter.stop()
             for p in pubs:
@@ -59,6 +60,7 @@ async def fan_out(
         published=published,
         wall=wall,
         server_cpu=server_cpu,
+        server_cpu_publishing=at_published - meter.server,
         client_cpu=client_cpu + report["cpu"],
         lost=report["expected"] - report["received"],
     )

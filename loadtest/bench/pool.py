@@ -19,7 +19,8 @@ from typing import Any
 
 from .client import Tally, connect, message_data, publish_request, request_bytes, subscribe_many
 
-SPAWN = multiprocessing.get_context("spawn")
+CONTEXT = multiprocessing.get_context("forkserver")
+CONTEXT.set_forkserver_preload(["loadtest.bench.pool", "uvloop"])
 
 
 def raise_open_files() -> None:
@@ -161,9 +162,9 @@ class ClientPool:
 
     async def __aenter__(self) -> ClientPool:
         for plan in self.plans:
-            mine, theirs = SPAWN.Pipe()
+            mine, theirs = CONTEXT.Pipe()
             main = _subscriber_main if isinstance(plan, SubPlan) else _request_main
-            proc = SPAWN.Process(target=_run, args=(main, plan, theirs), daemon=True)
+            proc = CONTEXT.Process(target=_run, args=(main, plan, theirs), daemon=True)
             proc.start()
             theirs.close()
             self.procs.append(proc)

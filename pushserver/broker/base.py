@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..channel import Channel
 from ..frames import Message
+from ..names import Position
 
 
 class Broker(Protocol):
@@ -23,8 +24,13 @@ class Broker(Protocol):
     async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
         """Assign ids, store history and fan out; returns each message and its local audience."""
 
-    async def channels(self, names: Sequence[str]) -> list[Channel]:
+    async def channels(
+        self, names: Sequence[str], positions: Mapping[str, Position] | None = None
+    ) -> list[Channel]:
         """The local channels for a new subscription, ready to compute its backlog.
+
+        `positions` is the subscriber's cursor: a Redis broker reads Redis again when the cursor
+        is ahead of what this node has seen (it came from another node).
 
         Must not leave the event loop between returning and the caller attaching its
         subscriber, or a message could slip between backlog and live delivery.

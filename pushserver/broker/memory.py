@@ -5,12 +5,13 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ..channel import Channel
 from ..config import Settings
 from ..frames import Message
 from ..hub import Hub
+from ..names import Position
 
 
 class MemoryBroker:
@@ -57,7 +58,9 @@ class MemoryBroker:
         hub.dispatch(m for m, _ in out)
         return out
 
-    async def channels(self, names: Sequence[str]) -> list[Channel]:
+    async def channels(
+        self, names: Sequence[str], positions: Mapping[str, Position] | None = None
+    ) -> list[Channel]:
         return [self.hub.channel(n) for n in names]
 
     async def release(self, channels: Sequence[Channel]) -> None:

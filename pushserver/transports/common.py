@@ -36,11 +36,15 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
         value = low - 1
     if not low <= value <= high:
         code = "bad_history" if name == "history" else "bad_parameter"
-        raise bad_request(code, f"?{name} must be an integer from {low} to {high}, got {raw[:40]!r}")
+        raise bad_request(
+            code, f"?{name} must be an integer from {low} to {high}, got {raw[:40]!r}"
+        )
     return value
 
 
-def subscribe_request(request: web.Request, kind: str, cursor: str | None = None) -> SubscribeRequest:
+def subscribe_request(
+    request: web.Request, kind: str, cursor: str | None = None
+) -> SubscribeRequest:
     """Parse and check a subscribe request; raises ApiError for anything a client must fix."""
     state = request.app[STATE]
     settings = state.settings
@@ -81,6 +85,6 @@ async def start(
     hub, or a message published in between would be missed or sent twice.
     """
     state = sub_req.state
-    channels = await state.broker.channels(sub_req.channels)
+    channels = await state.broker.channels(sub_req.channels, sub_req.positions)
     events, parts = state.hub.backlog(channels, sub_req.positions, sub_req.history)
     return factory(channels, parts, sub_req.remote, *args), events

@@ -12,6 +12,9 @@ from ..frames import WEBSOCKET
 from ..subscriber import StreamSubscriber
 from .common import start, subscribe_request
 
+_closing: set[asyncio.Task[bool]] = set()
+"""Close handshakes under way, referenced until done so they are not collected mid-flight."""
+
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
 
 
@@ -44,4 +47,6 @@ async def handle(request: web.Request) -> web.WebSocketResponse:
 def _close_soon(ws: web.WebSocketResponse, reason: str) -> None:
     if reason != "client" and not ws.closed:
         code = CLOSE_CODES.get(reason, WSCloseCode.GOING_AWAY)
-        asyncio.ensure_future(ws.close(code=code, message=reason.encode()))
+        task = asyncio.ensure_future(ws.close(code=code, message=reason.encode()))
+        _closing.add(task)
+        task.add_done_callback(_closing.discard)

@@ -88,7 +88,9 @@ function createPushClient(root) {
     }
   }
 
-  /* auto: WebSocket or EventSource, else streaming over fetch/XHR, else long-poll, else JSONP. */
+  /* auto: WebSocket, then EventSource where fetch cannot stream (EventSource hides heartbeats,
+   * so where fetch can, a fetch stream replaces it), then streaming, then long-poll; JSONP only
+   * where no HTTP request object exists, so a client that starts offline never ends on it. */
   function candidates(caps, transport) {
     if (transport !== 'auto') {
       if (!supported(caps, transport)) {
@@ -98,10 +100,12 @@ function createPushClient(root) {
     }
     var ladder = [];
     if (caps.WebSocket) { ladder.push('ws'); }
-    if (caps.EventSource) { ladder.push('sse'); }
-    var rest = ['stream', 'longpoll', 'jsonp'];
-    for (var i = 0; i < rest.length; i++) {
-      if (supported(caps, rest[i])) { ladder.push(rest[i]); }
+    if (caps.EventSource && !caps.fetchStreams) { ladder.push('sse'); }
+    if (supported(caps, 'stream')) { ladder.push('stream'); }
+    if (supported(caps, 'longpoll')) {
+      ladder.push('longpoll');
+    } else if (supported(caps, 'jsonp')) {
+      ladder.push('jsonp');
     }
     if (!ladder.length) {
       throw new Error('no transport available in this runtime');

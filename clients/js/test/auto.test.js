@@ -108,3 +108,36 @@ describe('final errors', () => {
     });
   }
 });
+
+describe('Retry-After', () => {
+  let server;
+  before(async () => {
+    server = await startPushserver(['--heartbeat', '1', '--max-connections', '1']);
+  });
+  after(() => server.stop());
+
+  for (const transport of ['stream', 'longpoll', 'sse']) {
+    test(`${transport}: a 503 is retried after Retry-After, then delivers`, async () => {
+      const channel = freshChannel(`busy-${transport}`);
+      const cursor = await cursorNow(server.url, channel);
+      const holder = subscribe(server.url, channel, { transport: 'stream' });
+      await waitFor(() => holder.statuses.some((s) => s.status === 'open'), 'the first stream');
+      const { sub, got, statuses } = subscribe(server.url, channel, { transport, cursor });
+      try {
+        await waitFor(() => statuses.some((s) => s.status === 'reconnecting'), 'a refusal');
+        const retry = statuses.find((s) => s.status === 'reconnecting').info;
+        assert.equal(retry.reason.status, 503);
+        assert.equal(retry.reason.error, 'over_capacity');
+        assert.ok(retry.delay >= retry.reason.retryAfter * 1000 && retry.reason.retryAfter > 0);
+        holder.sub.close();
+        await publish(server.url, channel, 'through');
+        await waitFor(() => got.length === 1, 'the message');
+        assert.deepEqual(got, ['through']);
+        assert.equal(sub.closed, false);
+      } finally {
+        holder.sub.close();
+        sub.close();
+      }
+    });
+  }
+});

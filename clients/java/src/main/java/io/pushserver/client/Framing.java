@@ -6,11 +6,16 @@ import java.net.ProtocolException;
 import java.util.List;
 import java.util.Map;
 
-/** Turns each transport's response body into the protocol's JSON events. */
+/** Turns each transport's response body into the protocol's events, typed. */
 final class Framing {
-    /** Where decoded events go. */
+    /** Where decoded events go, in order. */
     interface Sink {
-        void event(Map<String, Object> event) throws IOException;
+        void message(Message message) throws IOException;
+
+        void gap(Gap gap) throws IOException;
+
+        /** A control event other than a gap ({@code reconnect}, {@code expired}, unknown ones). */
+        void control(String type, Map<String, Object> event) throws IOException;
 
         /** A cursor that came outside any event (a long-poll body's {@code "cursor"}). */
         void cursor(String cursor);
@@ -42,7 +47,7 @@ final class Framing {
             throw new ProtocolException("long-poll answer without a 'messages' list");
         }
         for (Object event : (List<?>) messages) {
-            sink.event(asObject(event));
+            dispatch(asObject(event), sink);
         }
         sink.cursor(Fields.string(body, "cursor"));
     }
@@ -51,7 +56,7 @@ final class Framing {
     private static void ndjson(LineReader lines, Sink sink) throws IOException {
         for (String line; (line = lines.readLine()) != null; ) {
             if (!line.trim().isEmpty()) {
-                sink.event(parse(line));
+                dispatch(parse(line), sink);
             }
         }
     }
@@ -62,7 +67,7 @@ final class Framing {
         for (String line; (line = lines.readLine()) != null; ) {
             if (line.isEmpty()) {
                 if (data.length() > 0) {
-                    sink.event(parse(data.toString()));
+                    dispatch(parse(data.toString()), sink);
                     data.setLength(0);
                 }
             } else if (line.startsWith("data:")) {
@@ -72,6 +77,18 @@ final class Framing {
                 data.append(line, line.startsWith("data: ") ? 6 : 5, line.length());
             }
             // "id:" repeats the cursor the event carries; comments and other fields are ignored
+        }
+    }
+
+    /** Envelopes have no {@code "type"}; control events do. */
+    private static void dispatch(Map<String, Object> event, Sink sink) throws IOException {
+        Object type = event.get("type");
+        if (type == null) {
+            sink.message(Message.fromJson(event));
+        } else if ("gap".equals(type)) {
+            sink.gap(Gap.fromJson(event));
+        } else {
+            sink.control(String.valueOf(type), event);
         }
     }
 

@@ -13,6 +13,9 @@ import java.util.Map;
 /** The few HttpURLConnection chores every request shares: encoding, opening, bodies, errors. */
 final class Http {
     static final Charset UTF_8 = Charset.forName("UTF-8");
+    /** How long a publish may take to be answered. */
+    static final int REQUEST_READ_TIMEOUT_MILLIS = 30000;
+    private static final int POLL_READ_GRACE_MILLIS = 10000;
     private static final String HEX = "0123456789ABCDEF";
 
     private Http() {}
@@ -43,6 +46,11 @@ final class Http {
         } catch (UnsupportedEncodingException impossible) {
             throw new IllegalStateException(impossible);
         }
+    }
+
+    /** A long-poll may be held {@code timeoutSeconds}; only silence beyond that means trouble. */
+    static int pollReadTimeoutMillis(int timeoutSeconds) {
+        return timeoutSeconds * 1000 + POLL_READ_GRACE_MILLIS;
     }
 
     static HttpURLConnection open(URL url, int connectTimeoutMillis, int readTimeoutMillis)

@@ -7,6 +7,7 @@ import java.net.URI;
 import java.net.URL;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 
 /**
  * A pushserver client: subscribes over long-poll, NDJSON stream or SSE, and publishes. Uses only
@@ -45,10 +46,50 @@ public final class PushClient {
         if (transport == null || listener == null) {
             throw new NullPointerException("transport and listener are required");
         }
-        Subscription subscription = new Subscription(base, new ArrayList<String>(channels), transport,
+        Subscription subscription = new Subscription(this, new ArrayList<String>(channels), transport,
                 cursor, listener, options);
         subscription.start();
         return subscription;
+    }
+
+    /**
+     * One long-poll on the calling thread: delivers what follows {@code cursor} (waiting up to
+     * {@code timeoutSeconds} when nothing is buffered) to the listener and returns the cursor to
+     * save. For periodic catch-up (WorkManager) without a held connection; no retries, no thread.
+     */
+    public String poll(List<String> channels, String cursor, int timeoutSeconds,
+            final SubscriptionListener listener) throws IOException {
+        HttpURLConnection conn = Http.open(subscribeUrl(Transport.LONGPOLL, channels, cursor, timeoutSeconds),
+                options.connectTimeoutMillis(), Http.pollReadTimeoutMillis(timeoutSeconds));
+        int status = conn.getResponseCode();
+        if (status != HttpURLConnection.HTTP_OK) {
+            throw Http.error(conn, status);
+        }
+        final String[] next = {cursor};
+        Framing.read(Transport.LONGPOLL, conn.getInputStream(), new Framing.Sink() {
+            @Override
+            public void message(Message message) {
+                listener.onMessage(message);
+                next[0] = message.cursor();
+            }
+
+            @Override
+            public void gap(Gap gap) {
+                listener.onGap(gap);
+                next[0] = gap.cursor() != null ? gap.cursor() : next[0];
+            }
+
+            @Override
+            public void control(String type, Map<String, Object> event) {
+                // a long-poll answer has nothing to act on: the next poll carries on
+            }
+
+            @Override
+            public void cursor(String answer) {
+                next[0] = answer;
+            }
+        });
+        return next[0];
     }
 
     /** Publishes a JSON value given as JSON text (see {@link Json#write} to build one). */
@@ -61,10 +102,28 @@ public final class PushClient {
         return post(channel, text, "text/plain; charset=utf-8");
     }
 
+    URL subscribeUrl(Transport transport, List<String> channels, String cursor, int pollTimeoutSeconds)
+            throws IOException {
+        StringBuilder query = new StringBuilder();
+        Http.param(query, "cursor", cursor);
+        if (transport == Transport.LONGPOLL) {
+            Http.param(query, "timeout", pollTimeoutSeconds);
+        }
+        if (options.history() >= 0) {
+            Http.param(query, "history", options.history());
+        }
+        Http.param(query, "token", options.token());
+        StringBuilder url = new StringBuilder(base).append('/').append(transport.path()).append('/');
+        for (int i = 0; i < channels.size(); i++) {
+            url.append(i == 0 ? "" : ",").append(Http.pathSegment(channels.get(i)));
+        }
+        return new URL(url.append(query).toString());
+    }
+
     private PublishResult post(String channel, String body, String contentType) throws IOException {
         byte[] bytes = body.getBytes(Http.UTF_8);
         URL url = new URL(base + "/pub/" + Http.pathSegment(channel));
-        HttpURLConnection conn = Http.open(url, options.connectTimeoutMillis(), options.pollReadTimeoutMillis());
+        HttpURLConnection conn = Http.open(url, options.connectTimeoutMillis(), Http.REQUEST_READ_TIMEOUT_MILLIS);
         conn.setRequestMethod("POST");
         conn.setDoOutput(true);
         conn.setRequestProperty("Content-Type", contentType);

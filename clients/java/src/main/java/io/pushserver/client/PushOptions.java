@@ -104,10 +104,6 @@ public final class PushOptions {
         return (int) Math.ceil(heartbeatSeconds * 2500);
     }
 
-    int pollReadTimeoutMillis() {
-        return pollTimeoutSeconds * 1000 + 10000;
-    }
-
     int pollTimeoutSeconds() {
         return pollTimeoutSeconds;
     }

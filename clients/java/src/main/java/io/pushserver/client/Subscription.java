@@ -7,7 +7,6 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.InterruptedIOException;
 import java.net.HttpURLConnection;
-import java.net.URL;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -21,7 +20,7 @@ import java.util.concurrent.atomic.AtomicInteger;
  * {@link Gap}.
  */
 public final class Subscription implements Closeable {
-    private final String base;
+    private final PushClient client;
     private final List<String> channels;
     private final Transport transport;
     private final SubscriptionListener listener;
@@ -39,9 +38,9 @@ public final class Subscription implements Closeable {
     private volatile HttpURLConnection current;
     private boolean wakeRequested; // guarded by wake
 
-    Subscription(String base, List<String> channels, Transport transport, String cursor,
+    Subscription(PushClient client, List<String> channels, Transport transport, String cursor,
             SubscriptionListener listener, PushOptions options) {
-        this.base = base;
+        this.client = client;
         this.channels = Collections.unmodifiableList(channels);
         this.transport = transport;
         this.cursor = cursor;
@@ -160,8 +159,10 @@ public final class Subscription implements Closeable {
         }
         int generation = drops.get();
         do {
-            HttpURLConnection conn = Http.open(url(), options.connectTimeoutMillis(),
-                    transport == Transport.LONGPOLL ? options.pollReadTimeoutMillis() : options.streamReadTimeoutMillis());
+            int pollTimeout = options.pollTimeoutSeconds();
+            HttpURLConnection conn = Http.open(client.subscribeUrl(transport, channels, cursor, pollTimeout),
+                    options.connectTimeoutMillis(), transport == Transport.LONGPOLL
+                            ? Http.pollReadTimeoutMillis(pollTimeout) : options.streamReadTimeoutMillis());
             if (transport != Transport.LONGPOLL) {
                 conn.setRequestProperty("Accept-Encoding", "identity");
             }
@@ -251,16 +252,22 @@ public final class Subscription implements Closeable {
 
     private final Framing.Sink sink = new Framing.Sink() {
         @Override
-        public void event(Map<String, Object> event) throws IOException {
-            Object type = event.get("type");
-            if (type == null) {
-                deliver(Message.fromJson(event), null);
-            } else if ("gap".equals(type)) {
-                deliver(null, Gap.fromJson(event));
-            } else if ("reconnect".equals(type)) {
+        public void message(Message message) {
+            deliver(message, null);
+        }
+
+        @Override
+        public void gap(Gap gap) {
+            deliver(null, gap);
+        }
+
+        @Override
+        public void control(String type, Map<String, Object> event) throws IOException {
+            if ("reconnect".equals(type)) {
                 cursor(event.get("cursor") instanceof String ? (String) event.get("cursor") : null);
                 throw new ServerReconnect("server asked to reconnect", false);
-            } else if ("expired".equals(type)) {
+            }
+            if ("expired".equals(type)) {
                 throw new ServerReconnect("subscribe token expired", true);
             }
             // control types this client does not know are ignored, as the protocol asks
@@ -294,23 +301,6 @@ public final class Subscription implements Closeable {
         }
     }
 
-    private URL url() throws IOException {
-        StringBuilder query = new StringBuilder();
-        Http.param(query, "cursor", cursor);
-        if (transport == Transport.LONGPOLL) {
-            Http.param(query, "timeout", options.pollTimeoutSeconds());
-        }
-        if (options.history() >= 0) {
-            Http.param(query, "history", options.history());
-        }
-        Http.param(query, "token", options.token());
-        StringBuilder path = new StringBuilder(base).append('/').append(transport.path()).append('/');
-        for (int i = 0; i < channels.size(); i++) {
-            path.append(i == 0 ? "" : ",").append(Http.pathSegment(channels.get(i)));
-        }
-        return new URL(path.append(query).toString());
-    }
-
     private void setState(ConnectionState next, Throwable cause) {
         if (closed || (next == state && cause == null)) {
             return;
@@ -324,12 +314,12 @@ public final class Subscription implements Closeable {
         synchronized (wake) {
             long deadline = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(millis);
             while (!closed && !wakeRequested) {
-                long left = TimeUnit.NANOSECONDS.toMillis(deadline - System.nanoTime());
+                long left = deadline - System.nanoTime();
                 if (left <= 0) {
                     break;
                 }
                 try {
-                    wake.wait(left);
+                    wake.wait(TimeUnit.NANOSECONDS.toMillis(left) + 1);
                 } catch (InterruptedException e) {
                     closed = true;
                 }

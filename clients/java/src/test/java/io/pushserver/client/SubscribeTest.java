@@ -204,6 +204,29 @@ class SubscribeTest {
     }
 
     @Test
+    void pollCatchesUpFromACursorOnTheCallingThread() throws Exception {
+        String ch = channel("poll");
+        PushClient client = new PushClient(server.url, options());
+        publisher.publish(ch, "{\"n\": -1}");
+        Recorder recorder = new Recorder();
+        String first = client.poll(Collections.singletonList(ch), null, 0, recorder);
+        assertEquals(1, recorder.messageCount(), "history=1 gives the probe");
+        assertEquals(recorder.messages().get(0).cursor(), first);
+
+        publishRange(ch, 0, 5);
+        String second = client.poll(Collections.singletonList(ch), first, 0, recorder);
+        List<Message> got = recorder.messages();
+        assertSequence(got.subList(1, got.size()), 0, 5);
+        assertEquals(got.get(5).cursor(), second);
+
+        assertEquals(second, client.poll(Collections.singletonList(ch), second, 0, recorder), "nothing new");
+        assertEquals(6, recorder.messageCount());
+        PushException bad = org.junit.jupiter.api.Assertions.assertThrows(PushException.class,
+                () -> client.poll(Collections.singletonList(ch), "not-a-cursor", 0, recorder));
+        assertEquals("bad_cursor", bad.code());
+    }
+
+    @Test
     void aFinalErrorClosesTheSubscriptionWithATypedException() throws Exception {
         Recorder recorder = new Recorder();
         Subscription s = new PushClient(server.url, options())

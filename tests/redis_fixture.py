@@ -1,0 +1,91 @@
+"""A real redis-server on an ephemeral loopback port, for the Redis broker tests.
+
+Started without persistence (`--save '' --appendonly no`), so a restart is a Redis that lost its
+data, as after a crash of a cache-only deployment.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+REDIS_SERVER = shutil.which("redis-server")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    def __init__(self) -> None:
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.dir = tempfile.TemporaryDirectory(prefix="pushserver-redis-")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+
+    def start(self, port: int | None = None, timeout: float = 10.0) -> RedisServer:
+        """Start on `port` (a free one if None) and wait until it answers PING."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.port = port or free_port()
+            self.proc = subprocess.Popen(
+                [
+                    REDIS_SERVER or "redis-server",
+                    *("--port", str(self.port), "--bind", "127.0.0.1"),
+                    *("--save", "", "--appendonly", "no", "--dir", self.dir.name),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            while self.proc.poll() is None and time.monotonic() < deadline:
+                if self._pong():
+                    return self
+                time.sleep(0.02)
+            self.stop(signal.SIGKILL)
+            if time.monotonic() >= deadline:
+                raise RuntimeError(f"redis-server did not answer on port {self.port}")
+
+    def _pong(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(64).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            self.proc.wait(10)
+        self.proc = None
+
+    def restart(self) -> None:
+        """Start again on the same port, empty."""
+        self.start(self.port)
+
+
+@pytest.fixture(name="redis_server")
+def redis_server_fixture() -> Iterator[RedisServer]:
+    """A fresh Redis per test; import this into a test module to use `redis_server`."""
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    server = RedisServer().start()
+    yield server
+    server.stop(signal.SIGKILL)
+    server.dir.cleanup()

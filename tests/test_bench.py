@@ -1,0 +1,62 @@
+"""`pushserver-bench`: every experiment runs at tiny sizes, prints its tables, loses nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from pushserver.launcher import ServerProcess
+
+BENCH = [sys.executable, "-m", "loadtest.bench"]
+
+
+def run_bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*BENCH, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_quick_run_prints_every_table_and_loses_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    proc = run_bench("--quick", "--json", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["lost"] == 0
+    tables = result["tables"]
+    assert sorted({t["experiment"] for t in tables}) == [1, 2, 3, 4, 5, 6, 7]
+    for table in tables:
+        assert table["lost"] == 0 and table["errors"] == [], table
+        assert table["rows"], table["title"]
+        assert all(len(row) == len(table["columns"]) for row in table["rows"]), table
+        header = f"Experiment {table['experiment']}: {table['title']}"
+        assert header in proc.stdout
+        assert " ".join(table["columns"]) in " ".join(proc.stdout.split())
+    assert proc.stdout.count("machine: ") == len(tables)
+    assert proc.stdout.count("\nlost=0\n") == len(tables)
+
+    by_title = {t["title"]: t for t in tables}
+    latency = by_title["latency 1→1 (publish with send time → receipt)"]
+    assert [row[0] for row in latency["rows"]] == ["stream", "sse", "ws", "longpoll"]
+    broadcast = by_title["broadcast: 1 broadcaster, 10 listeners"]
+    for transport, listeners_on, broadcasts, *_, received in broadcast["rows"]:
+        expected = broadcasts * 10 if listeners_on == "its channel" else 0
+        assert received == expected, (transport, listeners_on)
+    throughput = by_title["publishers × subscribers: throughput"]
+    assert len(throughput["rows"]) == 4 * 4 * 2
+
+
+def test_url_mode_measures_a_running_server(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    with ServerProcess() as srv:
+        proc = run_bench("--quick", "--only", "1,6", "--url", srv.url, "--json", str(out))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    tables = json.loads(out.read_text())["tables"]
+    assert [t["experiment"] for t in tables] == [1, 6]
+    assert all(row[1] == 20 for row in tables[0]["rows"])
+    assert tables[1]["rows"][0][1].startswith("n/a")
+
+
+def test_unknown_experiment_is_refused() -> None:
+    proc = run_bench("--only", "9")
+    assert proc.returncode == 2
+    assert "--only" in proc.stderr

@@ -1,0 +1,169 @@
+"""Graceful shutdown, configuration sources, metrics and stats."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import aiohttp
+import pytest
+
+from pushserver.config import ConfigError, Settings, parse
+from pushserver.launcher import ServerProcess
+
+from .test_core_transports import head_cursor
+from .wire import Subscriber, publish, take, wait_for_stats
+
+
+async def test_sigterm_answers_longpolls_and_tells_streams_to_reconnect(server_factory):
+    srv = server_factory("--shutdown-timeout", "5")
+    async with aiohttp.ClientSession() as s:
+        cursor = await head_cursor(s, srv.url, "bye")
+        await publish(s, srv.url, "bye", "last")
+        async with s.get(f"{srv.url}/lp/bye", params={"cursor": cursor}) as r:
+            cursor = (await r.json())["cursor"]
+        polls = [
+            asyncio.create_task(s.get(f"{srv.url}/lp/bye", params={"cursor": cursor}))
+            for _ in range(3)
+        ]
+        streams = [Subscriber(s, srv.url, t, "bye") for t in ("stream", "sse", "ws")]
+        for sub in streams:
+            await sub.connect()
+        await wait_for_stats(s, srv.url, lambda st: st["connections"]["total"] == 6, "6 held")
+        started = time.monotonic()
+        srv.proc.send_signal(signal.SIGTERM)
+        for poll in polls:
+            async with await poll as r:
+                assert r.status == 200
+                assert await r.json() == {"messages": [], "cursor": cursor}
+        for sub in streams:
+            [event] = await take(sub, 1)
+            assert event["type"] == "reconnect" and event["cursor"].startswith("bye:")
+        code = await asyncio.to_thread(srv.proc.wait, 15)
+    assert code == 0
+    assert time.monotonic() - started < 5 + 2
+    assert "stopped" in srv.log
+
+
+async def test_shutdown_timeout_bounds_exit(server_factory):
+    """A client that never finishes reading cannot hold the server past --shutdown-timeout."""
+    srv = server_factory("--shutdown-timeout", "1")
+    _reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    writer.write(b"POST /pub/slow HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc")
+    await writer.drain()
+    started = time.monotonic()
+    srv.proc.send_signal(signal.SIGINT)
+    code = await asyncio.to_thread(srv.proc.wait, 15)
+    writer.close()
+    assert code == 0
+    assert time.monotonic() - started < 1 + 3
+
+
+async def test_healthz_and_stats_and_metrics(server):
+    async with aiohttp.ClientSession() as s:
+        async with s.get(f"{server.url}/healthz") as r:
+            assert r.status == 200
+        sub = Subscriber(s, server.url, "sse", "m")
+        await sub.connect()
+        await wait_for_stats(s, server.url, lambda st: st["connections"]["sse"] == 1, "sse sub")
+        await publish(s, server.url, "m", 1)
+        stats = await wait_for_stats(
+            s, server.url, lambda st: st["delivered"]["sse"] == 1, "delivery"
+        )
+        for key in (
+            "connections",
+            "channels",
+            "messages_in",
+            "messages_out",
+            "rss_bytes",
+            "uptime",
+            "cpu_percent",
+            "cpu_seconds",
+            "pid",
+            "worker",
+            "heartbeat",
+        ):
+            assert key in stats
+        assert stats["messages_in"] == 1 and stats["messages_out"] == 1
+        async with s.get(f"{server.url}/metrics") as r:
+            text = await r.text()
+        await sub.close()
+    for name in (
+        'pushserver_connections{transport="sse",worker="0"} 1.0',
+        'pushserver_messages_published_total{worker="0"} 1.0',
+        'pushserver_messages_delivered_total{transport="sse",worker="0"} 1.0',
+        "pushserver_publish_to_write_seconds_bucket",
+        "pushserver_gc_pause_seconds_bucket",
+    ):
+        assert name in text, name
+
+
+def test_settings_precedence(tmp_path, monkeypatch):
+    toml = tmp_path / "push.toml"
+    toml.write_text("history_size = 7\nheartbeat = 3.5\nport = 9000\n")
+    monkeypatch.setenv("PUSHSERVER_HEARTBEAT", "4")
+    monkeypatch.setenv("PUSHSERVER_PORT", "9001")
+    settings = parse(["--config", str(toml), "--port", "9002"])
+    assert (settings.history_size, settings.heartbeat, settings.port) == (7, 4.0, 9002)
+    assert parse([]).port == 9001
+    monkeypatch.delenv("PUSHSERVER_PORT")
+    assert parse([]) == Settings(heartbeat=4.0)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--workers", "2"], "--workers > 1 needs --redis"),
+        (["--history-size", "zero"], "history_size must be int"),
+        (["--gc-threshold", "1,2"], "gc_threshold must be three integers"),
+        (["--config", "/nonexistent.toml"], "cannot read config file"),
+    ],
+)
+def test_bad_settings_are_clear_errors(args, message):
+    with pytest.raises(ConfigError, match=message):
+        parse(args)
+
+
+def test_command_line_help_and_errors():
+    out = subprocess.run(
+        [sys.executable, "-m", "pushserver", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for flag in (
+        "--host",
+        "--port",
+        "--loop",
+        "--history-size",
+        "--history-ttl",
+        "--heartbeat",
+        "--max-buffer-bytes",
+        "--gc-threshold",
+        "--shutdown-timeout",
+        "--redis",
+        "--workers",
+        "--publish-key",
+        "--config",
+        "PUSHSERVER_PUBLISH_KEY",
+    ):
+        assert flag in out, flag
+    bad = subprocess.run(
+        [sys.executable, "-m", "pushserver", "--workers", "3"], capture_output=True, text=True
+    )
+    assert bad.returncode != 0
+    assert bad.stderr.strip().splitlines() == [
+        "pushserver: error: --workers > 1 needs --redis: worker processes share channels only "
+        "through Redis"
+    ]
+
+
+def test_env_and_asyncio_loop_start():
+    env = {**os.environ, "PUSHSERVER_LOOP": "asyncio", "PUSHSERVER_HEARTBEAT": "2"}
+    with ServerProcess(env=env) as srv:
+        assert "asyncio loop" in srv.log
+        stats = json.load(urllib.request.urlopen(f"{srv.url}/stats"))
+        assert stats["heartbeat"] == 2.0
