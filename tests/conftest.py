@@ -33,3 +33,10 @@ def server_factory() -> Iterator[Callable[..., ServerProcess]]:
 @pytest.fixture
 def server(server_factory: Callable[..., ServerProcess]) -> ServerProcess:
     return server_factory("--heartbeat", "1")
+
+
+@pytest.fixture(scope="module")
+def shared_server() -> Iterator[ServerProcess]:
+    """One server for a module's tests that leave no state the others could see."""
+    with ServerProcess(["--heartbeat", "1"]) as srv:
+        yield srv

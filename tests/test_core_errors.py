@@ -31,8 +31,8 @@ BAD_SUBSCRIBES = [
 
 
 @pytest.mark.parametrize(("path", "status", "code"), BAD_SUBSCRIBES)
-async def test_bad_requests(server, path, status, code):
-    async with aiohttp.ClientSession() as s, s.get(server.url + path) as r:
+async def test_bad_requests(shared_server, path, status, code):
+    async with aiohttp.ClientSession() as s, s.get(shared_server.url + path) as r:
         assert r.status == status
         assert r.headers["Content-Type"].startswith("application/json")
         body = await r.json()
@@ -62,13 +62,13 @@ BAD_PUBLISHES = [
 
 
 @pytest.mark.parametrize(("path", "body", "headers", "status", "code"), BAD_PUBLISHES)
-async def test_bad_publishes(server, path, body, headers, status, code):
+async def test_bad_publishes(shared_server, path, body, headers, status, code):
     async with aiohttp.ClientSession() as s:
-        async with s.post(server.url + path, data=body, headers=headers) as r:
+        async with s.post(shared_server.url + path, data=body, headers=headers) as r:
             assert r.status == status
             assert (await r.json())["error"] == code
         # nothing was published by a refused batch
-        async with s.get(f"{server.url}/channels/a") as r:
+        async with s.get(f"{shared_server.url}/channels/a") as r:
             assert r.status == 404
 
 
