@@ -19,7 +19,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from charts.figures import CHARTS, DPI, MIB, MS
+from charts.figures import CHARTS
+from charts.layout import DPI, MIB, MS
 from charts.results import Run, Step, load_all
 
 REPORT_NAME = "report.html"

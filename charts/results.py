@@ -227,7 +227,10 @@ def _parse(path: Path) -> list[_Draft]:
             if n == lines[-1][0] and unterminated and drafts:
                 drafts[-1].warnings.append(f"{where}: truncated last line ignored")
                 break
-            raise ResultsError(f"{where}: not JSON ({exc.msg}, column {exc.colno})") from None
+            problem = f"not JSON ({exc.msg}, column {exc.colno})"
+            if not drafts:  # the very first line: most likely another tool's file
+                problem = f"not a {TOOL} results file: {problem}"
+            raise ResultsError(f"{where}: {problem}") from None
         if not isinstance(obj, dict) or "kind" not in obj:
             raise ResultsError(f'{where}: not a {TOOL} results file (no "kind" field)')
         line = _Line(where, obj)

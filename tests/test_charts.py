@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import charts
-from charts.figures import CHARTS, MAX_POINTS, SATURATED_LABEL, downsample
+from charts.figures import CHARTS, downsample
+from charts.layout import MAX_POINTS, SATURATED_LABEL
 
 SCRIPT = Path(sys.executable).with_name("pushserver-charts")
 CEILING = 1.0
@@ -344,6 +345,10 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
             write_lines(tmp / "garbage.jsonl", [*good[:2], "this is not json", *good[2:]]),
             "garbage.jsonl:3: not JSON",
         ),
+        "csv": (
+            write_lines(tmp / "locust_stats.csv", ["Type,Name,Request Count", "GET,/,10"]),
+            "locust_stats.csv:1: not a pushserver-burnin results file: not JSON",
+        ),
         "no-kind": (
             write_lines(tmp / "stats.jsonl", [{"name": "GET /", "num_requests": 10}]),
             'stats.jsonl:1: not a pushserver-burnin results file (no "kind" field)',
@@ -360,7 +365,7 @@ def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
 
 
 @pytest.mark.parametrize(
-    "case", ["missing", "empty", "not-json", "no-kind", "other-tool", "bad-field"]
+    "case", ["missing", "empty", "not-json", "csv", "no-kind", "other-tool", "bad-field"]
 )
 def test_bad_input_gives_one_clear_error_line(case: str, tmp_path: Path) -> None:
     path, message = _bad_inputs(tmp_path)[case]
