@@ -122,6 +122,7 @@ RUNS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("classic", "jsonp", {}, "", "jsonp"),
     ("classic", "stream", {"fetch": False}, "", "stream"),
     ("classic", "longpoll", {"fetch": False}, "", "longpoll"),
+    ("classic", "stream", {"fetch": False, "xhrMaxBytes": 10_000}, "", "stream"),
     ("esm", "auto", {}, "/buffered", "longpoll"),
     ("classic", "auto", {"fetch": False}, "/buffered", "longpoll"),
 ]
@@ -131,7 +132,10 @@ RUNS: list[tuple[str, str, dict[str, Any], str, str]] = [
     ("build", "transport", "options", "prefix", "expected"),
     RUNS,
     ids=[
-        f"{b}-{t}" + ("-xhr" if o else "") + ("-behind-buffering-proxy" if p else "")
+        f"{b}-{t}"
+        + ("-xhr" if "fetch" in o else "")
+        + ("-renewed" if "xhrMaxBytes" in o else "")
+        + ("-behind-buffering-proxy" if p else "")
         for b, t, o, p, _ in RUNS
     ],
 )
@@ -165,9 +169,11 @@ def test_every_message_arrives_in_order(
     fallbacks = [s.split(":")[1] for s in result["statuses"] if s.startswith("fallback")]
     if prefix:
         # WebSocket upgrades are refused; the next stream never shows a heartbeat.
-        assert fallbacks == ["stream" if build == "esm" else "sse", "longpoll"]
+        assert fallbacks == ["sse" if options.get("fetch") is False else "stream", "longpoll"]
     else:
         assert fallbacks == []
+    renewals = result["statuses"].count("reconnecting:stream:rotate")
+    assert renewals >= 1 if "xhrMaxBytes" in options else renewals == 0, result["statuses"]
 
 
 def publish(base: str, channel: str, data: object) -> None:

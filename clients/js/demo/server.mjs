@@ -1,7 +1,8 @@
 // Development server for the demo page: serves clients/js/ and reverse-proxies the pushserver
 // API on the same origin (so the page needs no CORS), streaming responses and WebSocket
 // upgrades through unbuffered. Paths under /buffered/ reach the same API through a proxy that
-// buffers whole responses and refuses upgrades, as some corporate and mobile proxies do.
+// buffers whole responses and refuses upgrades, as some corporate and mobile proxies do; under
+// /late-buffered/ it passes each response's first chunk, then buffers the rest.
 //
 //   node demo/server.mjs --upstream http://127.0.0.1:8080 [--port 8000]
 import { createReadStream, statSync } from 'node:fs';
@@ -12,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = dirname(dirname(fileURLToPath(import.meta.url)));
 const API = /^\/(lp|stream|sse|ws|pub|channels|stats|metrics|healthz)(\/|$|\?)/;
-const BUFFERED = '/buffered';
+const BUFFERING = { '/buffered': 'whole', '/late-buffered': 'after-first' };
 const HOP_BY_HOP = ['connection', 'keep-alive', 'transfer-encoding', 'upgrade', 'proxy-connection'];
 const TYPES = {
   '.html': 'text/html; charset=utf-8',
@@ -30,7 +31,7 @@ function endToEnd(headers) {
   return out;
 }
 
-function proxy(req, res, upstream, path, buffered) {
+function proxy(req, res, upstream, path, buffering) {
   const upReq = http.request({
     host: upstream.hostname,
     port: upstream.port,
@@ -44,13 +45,21 @@ function proxy(req, res, upstream, path, buffered) {
     res.destroy();
   });
   upReq.on('response', (upRes) => {
-    if (!buffered) {
+    if (buffering !== 'whole') {
       res.writeHead(upRes.statusCode, endToEnd(upRes.headers));
       res.flushHeaders();
+    }
+    if (!buffering) {
       upRes.pipe(res);
       return;
     }
     const chunks = [];
+    if (buffering === 'after-first') {
+      upRes.once('data', (chunk) => res.write(chunk));
+      upRes.on('data', (chunk) => chunks.push(chunk));
+      upRes.on('end', () => res.end(Buffer.concat(chunks.slice(1))));
+      return;
+    }
     upRes.on('data', (chunk) => chunks.push(chunk));
     upRes.on('end', () => {
       const body = Buffer.concat(chunks);
@@ -87,8 +96,16 @@ function serveFile(req, res) {
   createReadStream(file).pipe(res);
 }
 
+/** The buffering prefix of a request path, if any, and the API path behind it. */
+function route(url) {
+  for (const [prefix, mode] of Object.entries(BUFFERING)) {
+    if (url.startsWith(`${prefix}/`)) return { mode, path: url.slice(prefix.length) };
+  }
+  return { mode: null, path: url };
+}
+
 function tunnel(req, socket, head, upstream) {
-  if (req.url.startsWith(`${BUFFERED}/`)) {
+  if (route(req.url).mode) {
     socket.end('HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\nconnection: close\r\n\r\n');
     return;
   }
@@ -114,9 +131,8 @@ export function startDevServer({ upstream, port = 0, host = '127.0.0.1' }) {
   const target = new URL(upstream);
   const sockets = new Set();
   const server = http.createServer((req, res) => {
-    const buffered = req.url.startsWith(`${BUFFERED}/`);
-    const path = buffered ? req.url.slice(BUFFERED.length) : req.url;
-    if (API.test(path)) proxy(req, res, target, path, buffered);
+    const { mode, path } = route(req.url);
+    if (API.test(path)) proxy(req, res, target, path, mode);
     else serveFile(req, res);
   });
   server.on('upgrade', (req, socket, head) => tunnel(req, socket, head, target));

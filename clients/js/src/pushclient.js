@@ -10,8 +10,7 @@ function createPushClient(root) {
   'use strict';
 
   var CHANNEL_RE = /^[A-Za-z0-9_.:@-]{1,128}$/;
-  var STREAMING = { ws: true, sse: true, stream: true };
-  var XHR_ROTATE_BYTES = 1048576;
+  var HTTP_STREAMS = { sse: true, stream: true };
   var jsonpSeq = 0;
 
   function noop() {}
@@ -242,8 +241,10 @@ function createPushClient(root) {
     });
   }
 
-  /* A held HTTP response read chunk by chunk: fetch streams, else XHR readyState 3. */
-  function httpStream(caps, url, link, onChunk) {
+  /* A held HTTP response read chunk by chunk: fetch streams, else XHR readyState 3 (whose
+   * responseText only grows, so the XHR is renewed after xhrMaxBytes). */
+  function httpStream(sub, url, link, onChunk) {
+    var caps = sub._caps;
     var closed = false;
     if (caps.fetchStreams) {
       var ctrl = new root.AbortController();
@@ -292,7 +293,7 @@ function createPushClient(root) {
           link.bytes();
           onChunk(chunk);
         }
-        if (seen > XHR_ROTATE_BYTES && state === 3) {
+        if (seen > sub._opts.xhrMaxBytes && state === 3) {
           link.end({ error: 'rotate', rotate: true, message: 'reconnecting to free memory' });
           return;
         }
@@ -321,7 +322,7 @@ function createPushClient(root) {
    * watchdog can observe: 'bytes' (every heartbeat), 'open' (only the connection opening). */
   var OPENERS = {
     stream: function (sub, link) {
-      var conn = httpStream(sub._caps, sub._url('stream', { pad: sub._opts.pad || null }),
+      var conn = httpStream(sub, sub._url('stream', { pad: sub._opts.pad || null }),
         link, ndjsonParser(link));
       conn.liveness = 'bytes';
       return conn;
@@ -330,7 +331,7 @@ function createPushClient(root) {
     sse: function (sub, link) {
       var url = sub._url('sse', {});
       if (!sub._caps.EventSource) {
-        var conn = httpStream(sub._caps, url, link, sseParser(link));
+        var conn = httpStream(sub, url, link, sseParser(link));
         conn.liveness = 'bytes';
         return conn;
       }
@@ -477,6 +478,7 @@ function createPushClient(root) {
       history: option(options, 'history', null),
       token: option(options, 'token', null),
       pad: option(options, 'pad', 0),
+      xhrMaxBytes: option(options, 'xhrMaxBytes', 1048576),
       heartbeat: option(options, 'heartbeat', 20),
       pollTimeout: option(options, 'pollTimeout', 30),
       minDelay: option(options, 'minDelay', 500),
@@ -490,6 +492,7 @@ function createPushClient(root) {
     this._ladder = candidates(this._caps, option(options, 'transport', 'auto'));
     this._rung = 0;
     this._unopened = 0;
+    this._stalls = 0;
     this._attempt = 0;
     this._generation = 0;
     this._conn = null;
@@ -524,7 +527,7 @@ function createPushClient(root) {
     var generation = ++this._generation;
     var name = this._ladder[this._rung];
     var watchMs = this._opts.heartbeat * 2500;
-    var link = { opened: false, received: 0, delivered: 0 };
+    var link = { opened: false, received: 0 };
     var conn = null;
     function live() { return generation === self._generation && !self.closed; }
     function watch() {
@@ -594,7 +597,6 @@ function createPushClient(root) {
       this.cursor = obj.cursor;
     }
     if (obj.type === undefined) {
-      link.delivered++;
       this._attempt = 0;
       callUser(this._opts.onMessage, [obj]);
     } else if (obj.type === 'gap') {
@@ -644,12 +646,14 @@ function createPushClient(root) {
     }, delay);
   };
 
-  /* auto: a stream whose heartbeats never arrive sits behind a buffering proxy, so long-poll;
-   * a transport that repeatedly fails to open at all gives way to the next one. */
+  /* auto: an HTTP stream whose heartbeats never arrive (or stop twice in a row) sits behind a
+   * buffering proxy, so long-poll; a transport that fails twice to open gives way to the next. */
   PushSubscription.prototype._climbDown = function (name, link, err) {
     var from = this._rung;
     var longpoll = this._ladder.indexOf('longpoll');
-    if (err.error === 'heartbeat' && err.silent && STREAMING[name] && longpoll > this._rung) {
+    var stalled = err.error === 'heartbeat' && HTTP_STREAMS[name];
+    this._stalls = stalled ? this._stalls + 1 : 0;
+    if (stalled && (err.silent || this._stalls >= 2) && longpoll > this._rung) {
       this._rung = longpoll;
     } else if (!link.opened && !err.retryAfter) {
       this._unopened++;
@@ -659,6 +663,7 @@ function createPushClient(root) {
     }
     if (this._rung !== from) {
       this._unopened = 0;
+      this._stalls = 0;
       this._attempt = 0;
       this._status('fallback', { from: name, to: this._ladder[this._rung], reason: err });
     }

@@ -69,6 +69,25 @@ describe('auto', () => {
     }
   });
 
+  test('a stream whose heartbeats stop twice falls back to long-poll', async () => {
+    const channel = freshChannel('late-buffered');
+    const cursor = await cursorNow(server.url, channel);
+    const { sub, got, statuses } = subscribe(`${devServer.url}/late-buffered`, channel, { cursor });
+    try {
+      await waitFor(() => sub.transport === 'longpoll', 'the fall-back to long-poll');
+      await publish(server.url, channel, 'late');
+      await waitFor(() => got.length === 1, 'a message over long-poll');
+      assert.deepEqual(got, ['late']);
+      const stalls = statuses.filter((s) => s.status === 'reconnecting').map((s) => s.info.reason);
+      assert.deepEqual(stalls.map((reason) => [reason.error, reason.silent]), [
+        ['heartbeat', false],
+        ['heartbeat', false],
+      ]);
+    } finally {
+      sub.close();
+    }
+  });
+
   test('close() stops delivery and reports the cursor', async () => {
     const channel = freshChannel('close');
     const cursor = await cursorNow(server.url, channel);
