@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
 command -v chromium >/dev/null || missing+=(chromium)
+command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v node >/dev/null || missing+=(nodejs npm)
 if [ ${#missing[@]} -gt 0 ]; then

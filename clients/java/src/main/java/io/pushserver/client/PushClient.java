@@ -21,7 +21,7 @@ public final class PushClient {
         this(base, new PushOptions());
     }
 
-    /** {@code base} is the server's root, e.g. {@code http://push.example.com:8080} (a path prefix is kept). */
+    /** {@code base} is the server's root, e.g. {@code http://push.example.com:8080}; a path is kept. */
     public PushClient(URI base, PushOptions options) {
         String scheme = base.getScheme();
         if (!"http".equalsIgnoreCase(scheme) && !"https".equalsIgnoreCase(scheme)) {
@@ -123,7 +123,8 @@ public final class PushClient {
     private PublishResult post(String channel, String body, String contentType) throws IOException {
         byte[] bytes = body.getBytes(Http.UTF_8);
         URL url = new URL(base + "/pub/" + Http.pathSegment(channel));
-        HttpURLConnection conn = Http.open(url, options.connectTimeoutMillis(), Http.REQUEST_READ_TIMEOUT_MILLIS);
+        HttpURLConnection conn = Http.open(url, options.connectTimeoutMillis(),
+                Http.REQUEST_READ_TIMEOUT_MILLIS);
         conn.setRequestMethod("POST");
         conn.setDoOutput(true);
         conn.setRequestProperty("Content-Type", contentType);

@@ -34,7 +34,7 @@ public final class Subscription implements Closeable {
 
     private volatile String cursor;
     private volatile boolean closed;
-    private volatile ConnectionState state;
+    private volatile ConnectionState state; // null until the first attempt is reported
     private volatile HttpURLConnection current;
     private boolean wakeRequested; // guarded by wake
 
@@ -77,7 +77,8 @@ public final class Subscription implements Closeable {
     }
 
     public ConnectionState state() {
-        return state;
+        ConnectionState now = state;
+        return now == null ? ConnectionState.CONNECTING : now;
     }
 
     public boolean isClosed() {
@@ -167,23 +168,25 @@ public final class Subscription implements Closeable {
                 conn.setRequestProperty("Accept-Encoding", "identity");
             }
             current = conn;
+            boolean reusable = false;
             try {
-                InputStream in = new Guarded(open(conn), generation);
+                InputStream in = new Guarded(open(conn, generation), generation);
                 try {
                     Framing.read(transport, in, sink);
                 } finally {
                     in.close();
                 }
+                reusable = transport == Transport.LONGPOLL;
             } finally {
-                if (transport != Transport.LONGPOLL || closed) {
-                    conn.disconnect();
+                if (!reusable || closed) {
+                    conn.disconnect(); // a long-poll answered in full keeps its connection alive
                 }
             }
         } while (transport == Transport.LONGPOLL && !closed);
     }
 
     /** Sends the request and checks the answer; a drop racing with it can make the JDK throw unchecked. */
-    private InputStream open(HttpURLConnection conn) throws IOException {
+    private InputStream open(HttpURLConnection conn, int generation) throws IOException {
         try {
             int status = conn.getResponseCode();
             if (status != HttpURLConnection.HTTP_OK) {
@@ -192,8 +195,19 @@ public final class Subscription implements Closeable {
             backoff.reset();
             setState(ConnectionState.CONNECTED, null);
             return conn.getInputStream();
+        } catch (IOException e) {
+            checkNotDropped(generation);
+            throw e;
         } catch (RuntimeException e) {
-            throw new IOException("request failed" + (closed ? " (closed)" : ""), e);
+            checkNotDropped(generation);
+            throw new IOException("request failed", e);
+        }
+    }
+
+    /** A connection dropped on request fails as that, not as the socket error the drop caused. */
+    private void checkNotDropped(int generation) throws InterruptedIOException {
+        if (closed || drops.get() != generation) {
+            throw new InterruptedIOException(closed ? "subscription closed" : "reconnect requested");
         }
     }
 
@@ -229,23 +243,27 @@ public final class Subscription implements Closeable {
 
         @Override
         public int read() throws IOException {
-            check();
-            int b = super.read();
-            check();
-            return b;
+            checkNotDropped(generation);
+            try {
+                int b = super.read();
+                checkNotDropped(generation);
+                return b;
+            } catch (IOException e) {
+                checkNotDropped(generation);
+                throw e;
+            }
         }
 
         @Override
         public int read(byte[] buf, int off, int len) throws IOException {
-            check();
-            int n = super.read(buf, off, len);
-            check();
-            return n;
-        }
-
-        private void check() throws InterruptedIOException {
-            if (closed || drops.get() != generation) {
-                throw new InterruptedIOException(closed ? "subscription closed" : "reconnect requested");
+            checkNotDropped(generation);
+            try {
+                int n = super.read(buf, off, len);
+                checkNotDropped(generation);
+                return n;
+            } catch (IOException e) {
+                checkNotDropped(generation);
+                throw e;
             }
         }
     }
@@ -331,7 +349,7 @@ public final class Subscription implements Closeable {
         }
     }
 
-    static String join(List<String> parts) {
+    private static String join(List<String> parts) {
         StringBuilder out = new StringBuilder();
         for (String part : parts) {
             out.append(out.length() == 0 ? "" : ",").append(part);

@@ -6,7 +6,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Predicate;
 
-/** A listener that records everything in arrival order and lets a test wait, with a deadline, for what it expects. */
+/** Records every callback in arrival order; a test waits on it with a deadline. */
 final class Recorder implements SubscriptionListener {
     static final long WAIT_MILLIS = 30000;
 

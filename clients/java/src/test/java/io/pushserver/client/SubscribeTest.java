@@ -35,7 +35,7 @@ class SubscribeTest {
         server.close();
     }
 
-    /** Heartbeat as the server's, quick reconnects, and history=1 so the probe of {@link #subscribeLive} arrives. */
+    /** The server's heartbeat, quick reconnects, and history=1 for the probe of subscribeLive. */
     static PushOptions options() {
         return new PushOptions().heartbeatSeconds(1).reconnectDelay(20, 200).pollTimeoutSeconds(5).history(1);
     }
@@ -48,13 +48,18 @@ class SubscribeTest {
      * Publishes a probe ({@code n = -1}), subscribes asking for the last buffered message and
      * waits for the probe: from then on the cursor covers everything published.
      */
-    static Subscription subscribeLive(PushClient client, PushClient via, String channel, Transport transport,
-            Recorder recorder) throws Exception {
-        via.publish(channel, "{\"n\": -1}");
+    static Subscription subscribeLive(PushClient client, PushClient publishWith, String channel,
+            Transport transport, Recorder recorder) throws Exception {
+        publishWith.publish(channel, "{\"n\": -1}");
         Subscription s = client.subscribe(Collections.singletonList(channel), transport, null, recorder);
         recorder.awaitMessages(1);
         assertEquals(-1L, n(recorder.messages().get(0)));
         return s;
+    }
+
+    private static Subscription subscribeLive(String channel, Transport transport, Recorder recorder)
+            throws Exception {
+        return subscribeLive(new PushClient(server.url, options()), publisher, channel, transport, recorder);
     }
 
     static void publishRange(String channel, int from, int to) throws Exception {
@@ -88,7 +93,7 @@ class SubscribeTest {
     void receivesAThousandMessagesInOrder(Transport transport) throws Exception {
         String ch = channel("thousand-" + transport);
         Recorder recorder = new Recorder();
-        try (Subscription s = subscribeLive(new PushClient(server.url, options()), publisher, ch, transport, recorder)) {
+        try (Subscription s = subscribeLive(ch, transport, recorder)) {
             publishRange(ch, 0, 1000);
             recorder.awaitMessages(1001);
             List<Message> got = recorder.messages();
@@ -106,7 +111,8 @@ class SubscribeTest {
         String ch = channel("cut-" + transport);
         Recorder recorder = new Recorder();
         try (TcpProxy proxy = new TcpProxy(server.port);
-                Subscription s = subscribeLive(new PushClient(proxy.url(), options()), publisher, ch, transport, recorder)) {
+                Subscription s = subscribeLive(
+                        new PushClient(proxy.url(), options()), publisher, ch, transport, recorder)) {
             CompletableFuture<Void> publishing = CompletableFuture.runAsync(() -> {
                 try {
                     publishRange(ch, 0, 500);
@@ -135,7 +141,8 @@ class SubscribeTest {
         String ch = channel("dead-" + transport);
         Recorder recorder = new Recorder();
         try (TcpProxy proxy = new TcpProxy(server.port);
-                Subscription s = subscribeLive(new PushClient(proxy.url(), options()), publisher, ch, transport, recorder)) {
+                Subscription s = subscribeLive(
+                        new PushClient(proxy.url(), options()), publisher, ch, transport, recorder)) {
             proxy.freezeAll();
             publishRange(ch, 0, 10);
             recorder.awaitMessages(11);
@@ -144,6 +151,26 @@ class SubscribeTest {
             synchronized (recorder) {
                 assertTrue(recorder.causes.stream().anyMatch(c -> c instanceof SocketTimeoutException),
                         "dropped for silence: " + recorder.causes);
+            }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Transport.class)
+    void reconnectNowMakesANewConnectionAndLosesNothing(Transport transport) throws Exception {
+        String ch = channel("now-" + transport);
+        Recorder recorder = new Recorder();
+        try (Subscription s = subscribeLive(ch, transport, recorder)) {
+            publishRange(ch, 0, 10);
+            s.reconnectNow();
+            publishRange(ch, 10, 20);
+            recorder.awaitMessages(21);
+            recorder.awaitState(ConnectionState.CONNECTED, 2);
+            List<Message> got = recorder.messages();
+            assertSequence(got.subList(1, got.size()), 0, 20);
+            synchronized (recorder) {
+                assertTrue(recorder.causes.stream().anyMatch(
+                        c -> c != null && "reconnect requested".equals(c.getMessage())), recorder.causes.toString());
             }
         }
     }
@@ -200,6 +227,24 @@ class SubscribeTest {
                 }
                 assertEquals(26, last, ch + ": probe + 25 messages");
             }
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Transport.class)
+    void deliversLargeMultiByteMessagesIntact(Transport transport) throws Exception {
+        String ch = channel("large-" + transport);
+        StringBuilder text = new StringBuilder();
+        while (text.length() < 20000) {
+            text.append("é€\uD83D\uDE00 line\n");   // 2-, 3- and 4-byte UTF-8, and newlines inside
+        }
+        Recorder recorder = new Recorder();
+        try (Subscription s = subscribeLive(ch, transport, recorder)) {
+            publisher.publishText(ch, text.toString());
+            publisher.publish(ch, Json.write(Collections.singletonMap("big", text.toString())));
+            recorder.awaitMessages(3);
+            assertEquals(text.toString(), recorder.messages().get(1).data());
+            assertEquals(Collections.singletonMap("big", text.toString()), recorder.messages().get(2).data());
         }
     }
 

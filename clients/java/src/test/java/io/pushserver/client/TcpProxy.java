@@ -18,6 +18,7 @@ final class TcpProxy implements AutoCloseable {
     private final ServerSocket listener;
     private final int targetPort;
     private final List<Pipe> pipes = new ArrayList<>();
+    private int accepted;
 
     TcpProxy(int targetPort) throws IOException {
         this.targetPort = targetPort;
@@ -51,21 +52,23 @@ final class TcpProxy implements AutoCloseable {
         return accepted;
     }
 
-    private int accepted;
-
     private void acceptLoop() {
-        while (!listener.isClosed()) {
+        while (true) {
+            Socket client;
             try {
-                Socket client = listener.accept();
-                Socket server = new Socket(InetAddress.getLoopbackAddress(), targetPort);
-                Pipe pipe = new Pipe(client, server);
+                client = listener.accept();
+            } catch (IOException closed) {
+                return;
+            }
+            try {
+                Pipe pipe = new Pipe(client, new Socket(InetAddress.getLoopbackAddress(), targetPort));
+                pipe.start();
                 synchronized (this) {
                     pipes.add(pipe);
                     accepted++;
                 }
-                pipe.start();
             } catch (IOException e) {
-                return;
+                Pipe.closeQuietly(client); // the server is down: the client sees the connection fail
             }
         }
     }
@@ -116,7 +119,7 @@ final class TcpProxy implements AutoCloseable {
             closeQuietly(server);
         }
 
-        private static void closeQuietly(Socket socket) {
+        static void closeQuietly(Socket socket) {
             try {
                 socket.close();
             } catch (IOException e) {

@@ -21,15 +21,15 @@ import java.util.regex.Pattern;
 final class TestServer implements AutoCloseable {
     private static final Pattern READY = Pattern.compile("pushserver listening on (http://127\\.0\\.0\\.1:(\\d+))");
     private static final long START_TIMEOUT_SECONDS = 60;
+    /** Server logs (stderr) of this run only, kept for reading after a failure. */
+    private static final File LOGS = freshLogDirectory();
 
     final URI url;
     final int port;
     private final Process process;
-    private final File log;
 
-    private TestServer(Process process, File log, URI url, int port) {
+    private TestServer(Process process, URI url, int port) {
         this.process = process;
-        this.log = log;
         this.url = url;
         this.port = port;
     }
@@ -44,24 +44,33 @@ final class TestServer implements AutoCloseable {
         List<String> command = new ArrayList<>(Arrays.asList(
                 python(), "-m", "pushserver", "--host", "127.0.0.1", "--port", Integer.toString(port)));
         command.addAll(Arrays.asList(flags));
-        File logs = new File("target/pushserver-logs");
-        logs.mkdirs();
-        File log = File.createTempFile("server-", ".log", logs);
+        File log = File.createTempFile("server-", ".log", LOGS);
         Process process = new ProcessBuilder(command)
                 .directory(repositoryRoot())
                 .redirectError(log)
                 .start();
+        Runtime.getRuntime().addShutdownHook(new Thread(process::destroyForcibly)); // a crashed test run
         CompletableFuture<Matcher> ready = new CompletableFuture<>();
         Thread reader = new Thread(() -> readStdout(process, ready), "pushserver-stdout");
         reader.setDaemon(true);
         reader.start();
         try {
             Matcher m = ready.get(START_TIMEOUT_SECONDS, TimeUnit.SECONDS);
-            return new TestServer(process, log, URI.create(m.group(1)), Integer.parseInt(m.group(2)));
+            return new TestServer(process, URI.create(m.group(1)), Integer.parseInt(m.group(2)));
         } catch (TimeoutException | java.util.concurrent.ExecutionException e) {
             process.destroyForcibly();
             throw new IllegalStateException("pushserver did not start: " + command + "\n" + logText(log), e);
         }
+    }
+
+    private static File freshLogDirectory() {
+        File logs = new File("target/pushserver-logs");
+        File[] old = logs.listFiles();
+        for (File f : old == null ? new File[0] : old) {
+            f.delete();
+        }
+        logs.mkdirs();
+        return logs;
     }
 
     /** A port nobody listens on right now, for a server that must come back on the same port. */
