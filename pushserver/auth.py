@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 
@@ -11,6 +12,7 @@ from .config import Settings
 from .errors import ApiError
 
 
+@functools.lru_cache(maxsize=4096)
 def is_loopback(remote: str | None) -> bool:
     if not remote:
         return False

@@ -36,10 +36,13 @@ class Cors:
                 "Vary": "Origin",
             }
         if self.any:
-            return {
+            headers = {
                 "Access-Control-Allow-Origin": "*",
                 "Access-Control-Expose-Headers": EXPOSE_HEADERS,
             }
+            if self.listed:  # the answer differs for listed origins: caches must keep both
+                headers["Vary"] = "Origin"
+            return headers
         return {}
 
     async def on_prepare(self, request: web.Request, response: web.StreamResponse) -> None:

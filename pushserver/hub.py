@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 
 from .channel import Channel
+from .direct import json_answer
 from .frames import Framing, Message, control, longpoll_body
 from .subscriber import Event, StreamSubscriber, Waiter
 
@@ -149,8 +150,14 @@ class Hub:
             delivered[framing.name] += len(subs) * len(messages)
         if ch.waiters:
             body = longpoll_body(singles, ch.sent_position)
+            answer = None
             for waiter in ch.waiters:
-                waiter.resolve(body)
+                if waiter.transport is None:
+                    waiter.resolve(body)
+                    continue
+                if answer is None:
+                    answer = json_answer(body)
+                waiter.send(answer, body)
             delivered["longpoll"] += len(ch.waiters) * len(messages)
             self.waiters.difference_update(ch.waiters)
             ch.waiters.clear()

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from . import logfilter
 from .app import create_app
 from .config import Settings
 from .gcmonitor import GcMonitor
@@ -71,6 +72,7 @@ async def serve(
 
     `on_ready(url)` replaces the ready line, for a supervisor that prints it once for all workers.
     """
+    logfilter.install()
     app = await create_app(settings, worker)
     runner = web.AppRunner(
         app,

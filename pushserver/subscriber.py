@@ -97,15 +97,33 @@ class StreamSubscriber(Subscription):
 class Waiter(Subscription):
     """A held long-poll, resolved with its answer body (shared by all one-channel waiters)."""
 
-    __slots__ = ("future",)
+    __slots__ = ("future", "sent", "transport")
 
-    def __init__(self, channels: list[Channel], parts: dict[str, str], remote: str) -> None:
+    def __init__(
+        self,
+        channels: list[Channel],
+        parts: dict[str, str],
+        remote: str,
+        transport: asyncio.Transport | None = None,
+    ) -> None:
         super().__init__(channels, parts, remote)
         self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self.transport = transport
+        self.sent = False
 
     def resolve(self, body: bytes) -> None:
         if not self.future.done():
             self.future.set_result(body)
+
+    def send(self, answer: bytes, body: bytes) -> None:
+        """Write the whole HTTP `answer` on the socket (see `direct`); `body` if it is gone."""
+        if self.future.done():
+            return
+        assert self.transport is not None
+        if not self.transport.is_closing():
+            self.transport.write(answer)
+            self.sent = True
+        self.future.set_result(body)
 
     def expire(self) -> None:
         """The hold time passed: answer with no messages and the unchanged cursor."""

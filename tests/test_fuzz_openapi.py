@@ -6,6 +6,7 @@ Bounded runs; docs/security.md gives the command for a longer one.
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -69,6 +70,14 @@ def test_served_description_covers_every_route(server):
     add_routes(app)
     routes = {resource.canonical for resource in app.router.resources()}
     assert set(yaml.safe_load(served)["paths"]) == routes
+
+
+def test_description_has_every_documented_error_code():
+    protocol = (SPEC.parent / "protocol.md").read_text()
+    table = protocol.split("## Errors", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([a-z_]+)`", table)) - {"error", "message"}
+    enum = yaml.safe_load(SPEC.read_text())["components"]["schemas"]["Error"]["properties"]
+    assert documented and documented <= set(enum["error"]["enum"])
 
 
 def test_fuzz_everything_but_held_streams(tmp_path):

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from pushserver.launcher import ServerProcess
+from pushserver.ratelimit import RateLimiter
 
 APP = "https://app.example"
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
@@ -112,12 +113,12 @@ def _raw(port: int, request: bytes) -> bytes:
     ids=["long-url", "long-header"],
 )
 def test_oversized_request_head_is_refused(server, request_bytes, status):
-    """aiohttp answers these itself, before any handler, with a plain-text 400 (documented)."""
+    """aiohttp answers these itself, before any handler, with a plain-text 400 (documented);
+    the server keeps them out of its error log."""
     answer = _raw(server.port, request_bytes)
     assert answer.split(b" ", 2)[1] == status
-    assert _raw(
-        server.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    ).endswith(b"ok")
+    assert _raw(server.port, HEALTHZ).endswith(b"ok")
+    assert "Traceback" not in server.log, "a client's malformed request is not a server error"
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +145,7 @@ async def test_cors_wildcard_never_allows_credentials(cors_server):
     assert status == 200
     assert headers["Access-Control-Allow-Origin"] == "*"
     assert "Access-Control-Allow-Credentials" not in headers
+    assert "Origin" in headers["Vary"]
 
 
 async def test_cors_on_errors_streams_and_websocket(cors_server):
@@ -205,3 +207,27 @@ async def test_cors_listed_only_ignores_other_origins(server_factory):
         "GET", f"{srv.url}/healthz", headers={"Origin": "https://evil.example"}
     )
     assert status == 200 and "Access-Control-Allow-Origin" not in headers
+
+
+def test_rate_limiter_memory_is_bounded():
+    """Buckets that refilled are dropped, and never more than the cap are kept."""
+    limiter = RateLimiter(rate=10, max_buckets=1000)
+    for n in range(5000):
+        assert limiter.take(f"10.0.{n // 256}.{n % 256}", now=0.0) == 0.0
+    assert len(limiter) == 1000
+    assert limiter.take("late", now=5.0) == 0.0
+    assert len(limiter) == 1
+    for _ in range(10):
+        limiter.take("busy", now=6.0)
+    assert limiter.take("busy", now=6.0) == pytest.approx(0.1)
+
+
+async def test_publish_key_is_required_and_checked(server_factory):
+    srv = server_factory("--publish-key", "k" * 40)
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic " + "k" * 40}):
+        status, got, body = await _request("POST", f"{srv.url}/pub/a", data=b"x", headers=headers)
+        assert (status, _error(body)) == (401, "unauthorized")
+        assert got["WWW-Authenticate"].startswith("Bearer")
+    auth = {"Authorization": "Bearer " + "k" * 40}
+    status, _, _ = await _request("POST", f"{srv.url}/pub/a", data=b"x", headers=auth)
+    assert status == 201

@@ -638,7 +638,7 @@ class RedisBroker:
         position = (ch.epoch, ch.sent_id)
         if epoch != ch.epoch:
             rec.retired.add(ch.epoch)
-            log.info("channel %r: new epoch %s in Redis (history lost)", ch.name, epoch)
+            log.debug("channel %r: new epoch %s in Redis (history lost)", ch.name, epoch)
         ch.epoch = epoch
         ch.last_id = ch.sent_id = last
         ch.sent_position = f"{ch.name}:{epoch}:{last}"

@@ -31,6 +31,8 @@ async def serve_held(
     framing = chunked if request.version >= HttpVersion11 else plain
     response = web.StreamResponse(headers=HEADERS)
     response.content_type = content_type
+    response.force_close()  # announced up front: clients must not reuse a held connection
+    request.protocol.keep_alive(False)  # as WebSocketResponse does: frees the idle-close timer
     await response.prepare(request)
     # The first write sends the headers; from here on everything goes straight to the transport.
     await response.write(framing.comment(b" " * pad))
@@ -50,5 +52,4 @@ async def serve_held(
         hub.leave(kind, sub_req.remote)
         hub.detach(sub)
         await sub_req.state.broker.release(sub.channels)
-    response.force_close()
     return response

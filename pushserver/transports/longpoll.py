@@ -8,6 +8,7 @@ import re
 
 from aiohttp import web
 
+from ..direct import SentResponse, direct_transport
 from ..errors import bad_request
 from ..frames import longpoll_body
 from ..subscriber import Waiter
@@ -39,13 +40,13 @@ def _callback(request: web.Request) -> str | None:
     return callback
 
 
-async def handle(request: web.Request) -> web.Response:
+async def handle(request: web.Request) -> web.StreamResponse:
     sub_req = subscribe_request(request, "longpoll")
     settings = sub_req.state.settings
     timeout = _timeout(request, settings.default_timeout, settings.max_timeout)
     callback = _callback(request)
     hub = sub_req.state.hub
-    waiter, events = await start(sub_req, Waiter)
+    waiter, events = await start(sub_req, Waiter, direct_transport(request))
     if events:
         body = waiter.answer(events)
     elif timeout == 0:
@@ -61,6 +62,8 @@ async def handle(request: web.Request) -> web.Response:
             hub.remove_waiter(waiter)
             hub.leave("longpoll", sub_req.remote)
             await sub_req.state.broker.release(waiter.channels)
+        if waiter.sent:
+            return SentResponse()
     if callback is None:
         return web.Response(body=body, content_type="application/json", headers=HEADERS)
     return web.Response(
