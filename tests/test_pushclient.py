@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import jwt
 import orjson
 import pytest
 from aiohttp import web
@@ -13,6 +14,7 @@ from pushclient import (
     TRANSPORT_NAMES,
     Backoff,
     BadRequest,
+    Forbidden,
     Gap,
     InvalidChannel,
     InvalidURL,
@@ -22,12 +24,14 @@ from pushclient import (
     RetriesExhausted,
     ServiceUnavailable,
     Subscription,
+    TokenExpired,
     Unauthorized,
 )
 from pushclient import sync as pushsync
 
 FAST = Backoff(initial=0.02, maximum=0.2)
 WAIT = 30.0
+SECRET = "a-subscribe-secret-of-32-bytes-or-more"
 
 
 async def take(subscription: Subscription, count: int) -> list[Message | Gap]:
@@ -38,10 +42,13 @@ async def test_pushclient_publish_returns_the_receipt(server):
     async with PushClient(server.url) as client:
         first = await client.publish("receipts", "hello")
         batch = await client.publish_many([("receipts", {"n": 1}), {"channel": "other", "data": 2}])
+        info = await client.channel("receipts")
+        assert await client.health() is True
     assert isinstance(first, PublishResult)
     assert (first.channel, first.id, first.subscribers) == ("receipts", 1, 0)
     assert first.ts == pytest.approx(time.time(), abs=60)
     assert [(r.channel, r.id) for r in batch] == [("receipts", 2), ("other", 1)]
+    assert (info["last_id"], info["buffered"]) == (2, 2)
 
 
 async def test_pushclient_data_round_trips_as_text_or_json(server):
@@ -107,11 +114,13 @@ async def test_pushclient_client_errors_are_final(server, transport):
     # Retrying forever is the default: a 4xx must still end the iteration at once.
     async with (
         PushClient(server.url, backoff=FAST) as client,
-        client.subscribe("final", transport=transport, cursor="final:nope:12") as subscription,
+        client.subscribe("final", transport=transport, cursor="garbage") as subscription,
     ):
         with pytest.raises(BadRequest) as error:
             await asyncio.wait_for(anext(subscription), WAIT)
     assert error.value.status == 400
+    if transport != "ws":  # a refused WebSocket handshake's body is not readable
+        assert error.value.code == "bad_cursor"
 
 
 async def test_pushclient_over_capacity_is_a_typed_retryable_error(server_factory):
@@ -140,6 +149,37 @@ async def test_pushclient_gives_up_when_told_with_the_last_cursor(server_factory
                 await asyncio.wait_for(anext(subscription), WAIT)
     assert gave_up.value.cursor == last.cursor
     assert gave_up.value.attempts == 4
+
+
+async def test_pushclient_subscriber_tokens(server_factory):
+    server = server_factory("--subscribe-secret", SECRET, "--heartbeat", "1")
+
+    def token(ttl: float) -> str:
+        claims = {"channels": ["tok.*"], "exp": time.time() + ttl}
+        return jwt.encode(claims, SECRET, algorithm="HS256")
+
+    async def until_expired(client: PushClient, transport: str) -> None:
+        channel = f"tok.{transport}"
+        await client.publish(channel, "inside")
+        async with client.subscribe(
+            channel, transport=transport, history=1, token=token(3)
+        ) as subscription:
+            (message,) = await take(subscription, 1)
+            # A held stream is told and closed; a long-poll is refused at its next request.
+            expected = Unauthorized if transport == "longpoll" else TokenExpired
+            with pytest.raises(expected) as expired:
+                await asyncio.wait_for(anext(subscription), WAIT)
+            assert subscription.cursor == message.cursor
+            if expected is TokenExpired:
+                assert expired.value.cursor == message.cursor
+
+    async with PushClient(server.url, backoff=FAST, poll_timeout=1) as client:
+        with pytest.raises(Unauthorized):
+            await take(client.subscribe("tok.a"), 1)
+        with pytest.raises(Forbidden) as forbidden:
+            await take(client.subscribe("other", token=token(60)), 1)
+        assert forbidden.value.status == 403
+        await asyncio.gather(*(until_expired(client, name) for name in TRANSPORT_NAMES))
 
 
 ENVELOPE = {"channel": "busy", "id": 1, "ts": 1.0, "data": "finally", "cursor": "busy:e1:1"}

@@ -29,19 +29,27 @@ class UsageError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    parser, commands = _parsers()
+    if not argv or argv[0] not in commands:
+        parser.parse_args(argv)  # prints help or the usage error, and exits
+    # Intermixed, so options may follow the positionals: `pub URL CHANNEL --json '{...}'`.
+    args = commands[argv[0]].parse_intermixed_args(argv[1:])
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="pushclient: %(message)s")
     try:
         return asyncio.run(args.command(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (`pushclient sub ... | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (PushError, UsageError) as exc:
         print(f"pushclient: {exc}", file=sys.stderr)
         return 1
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="pushclient", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -71,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
             "--key", default=os.environ.get(KEY_ENV), help=f"publish key (default: ${KEY_ENV})"
         )
         command.add_argument("-v", "--verbose", action="store_true", help="log reconnects")
-    return parser
+    return parser, {"sub": sub, "pub": pub}
 
 
 async def _sub(args: argparse.Namespace) -> int:
@@ -124,5 +132,6 @@ def _format(item: Message | Gap, *, as_json: bool) -> str:
     if as_json:
         gap = {"type": "gap", "channel": item.channel, "from": item.from_id, "to": item.to_id}
         return orjson.dumps({**gap, "reason": item.reason, "cursor": item.cursor}).decode()
-    lost = f"#{item.from_id}..#{item.to_id}" if item.to_id >= item.from_id else "none buffered"
-    return f"{item.channel} GAP ({item.reason}): lost {lost}"
+    if item.to_id < item.from_id:
+        return f"{item.channel} GAP ({item.reason}): history reset, nothing buffered was lost"
+    return f"{item.channel} GAP ({item.reason}): lost #{item.from_id}..#{item.to_id}"

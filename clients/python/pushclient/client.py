@@ -45,6 +45,7 @@ class PushClient:
         self.poll_timeout = poll_timeout
         self.request_timeout = request_timeout
         self._session: aiohttp.ClientSession | None = None
+        self._closed = False
 
     async def __aenter__(self) -> PushClient:
         self._get_session()
@@ -59,10 +60,10 @@ class PushClient:
         await self.close()
 
     async def close(self) -> None:
-        """Close every connection, subscriptions' included."""
+        """Close every connection, subscriptions' included; the client cannot be used again."""
+        self._closed = True
         if self._session is not None:
             await self._session.close()
-            self._session = None
 
     def subscribe(
         self,
@@ -128,7 +129,9 @@ class PushClient:
         return await self._request("GET", "stats")
 
     def _get_session(self) -> aiohttp.ClientSession:
-        if self._session is None or self._session.closed:
+        if self._closed:
+            raise RuntimeError("this PushClient is closed")
+        if self._session is None:
             # No pool limit: every subscription holds a connection of its own.
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         return self._session
