@@ -7,7 +7,7 @@ no reference cycle behind for the cyclic GC to find.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from .frames import Framing, Gap, Message, longpoll_body
@@ -45,23 +45,20 @@ class Subscription:
         parts[event.channel] = event.position
         return ",".join(parts.values()).encode()
 
-    def encode(self, framing: Framing, events: Iterable[Event]) -> bytes:
-        """Events framed with this subscription's own cursors (backlog and multi-channel)."""
-        out = []
+    def framed(self, events: Iterable[Event]) -> Iterator[tuple[bytes, bytes]]:
+        """Each event's envelope with this subscription's cursor after it, and that cursor."""
         single = self.single is not None
         for event in events:
             cursor = event.position.encode() if single else self.advance(event)
-            out.append(framing.event(event.body(cursor), cursor))
-        return b"".join(out)
+            yield event.body(cursor), cursor
+
+    def encode(self, framing: Framing, events: Iterable[Event]) -> bytes:
+        """Events framed for a held connection (backlog and multi-channel fan-out)."""
+        return b"".join(framing.event(body, cursor) for body, cursor in self.framed(events))
 
     def bodies(self, events: Iterable[Event]) -> list[bytes]:
-        """Envelopes for a long-poll answer, each with the cursor after it."""
-        single = self.single is not None
-        out = []
-        for event in events:
-            cursor = event.position.encode() if single else self.advance(event)
-            out.append(event.body(cursor))
-        return out
+        """Envelopes for a long-poll answer."""
+        return [body for body, _ in self.framed(events)]
 
 
 class StreamSubscriber(Subscription):
