@@ -28,7 +28,8 @@ def node_args(redis: RedisServer, *extra: str) -> tuple[str, ...]:
 
 
 @pytest.fixture
-def nodes(server_factory: Callable[..., ServerProcess], redis_server: RedisServer) -> Nodes:
+def nodes(redis_server: RedisServer, server_factory: Callable[..., ServerProcess]) -> Nodes:
+    """Two nodes on one Redis (Redis first, so it outlives them at teardown)."""
     return server_factory(*node_args(redis_server)), server_factory(*node_args(redis_server))
 
 
@@ -104,30 +105,68 @@ async def test_concurrent_publishing_from_both_nodes_gives_unique_gapless_ids(
             await sub.close()
 
 
-@pytest.mark.parametrize("transport", TRANSPORTS)
-async def test_resume_on_another_node_loses_and_repeats_nothing(
-    nodes: Nodes, transport: str
+async def test_subscribers_joining_while_another_node_publishes_get_each_message_once(
+    redis_server: RedisServer,
+    server_factory: Callable[..., ServerProcess],
 ) -> None:
+    """The subscribe race: the backlog read from Redis vs notifications already in flight."""
+    a = server_factory(*node_args(redis_server, "--history-size", "1000"))
+    b = server_factory(*node_args(redis_server, "--history-size", "1000"))
+    total = 300
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s:
+        start = await head_cursor(s, a.url, "join")
+
+        async def until(sub: Subscriber, last: int) -> list[int]:
+            seen: list[int] = []
+            await sub.connect()
+            async for event in sub.events():
+                seen.append(event["id"])
+                if event["id"] >= last:
+                    break
+            await sub.close()
+            return seen
+
+        late: list[asyncio.Task[list[int]]] = []
+        resumed: list[asyncio.Task[list[int]]] = []
+        for n in range(total):
+            if n % 15 == 0:
+                for transport in ("stream", "ws"):
+                    new = Subscriber(s, b.url, transport, "join")
+                    old = Subscriber(s, b.url, transport, "join", start)
+                    late.append(asyncio.create_task(until(new, total)))
+                    resumed.append(asyncio.create_task(until(old, total)))
+            await publish(s, a.url, "join", n)
+        while not all(task.done() for task in late):  # late joiners need one more message
+            await publish(s, a.url, "join", "tail")
+            await asyncio.wait(late, timeout=0.2)
+        for got in [task.result() for task in late] + await asyncio.gather(*resumed):
+            assert got == list(range(got[0], got[-1] + 1)), got
+        assert all(task.result()[0] == 1 for task in resumed)
+
+
+async def test_resume_on_another_node_loses_and_repeats_nothing(nodes: Nodes) -> None:
     a, b = nodes
     async with aiohttp.ClientSession() as s:
-        start = await head_cursor(s, a.url, "resume")
-        first = Subscriber(s, a.url, transport, "resume", start)
-        await first.connect()
-        for n in range(5):
-            await publish(s, a.url, "resume", n)
-        assert ids(await take(first, 5)) == [1, 2, 3, 4, 5]
-        await first.close()
-        for n in range(5, 8):
-            await publish(s, b.url, "resume", n)
-        second = Subscriber(s, b.url, transport, "resume", first.cursor)
-        await second.connect()
-        reader = asyncio.create_task(take(second, 5))
-        for n in range(8, 10):
-            await publish(s, a.url, "resume", n)
-        events = await reader
-        assert ids(events) == [6, 7, 8, 9, 10]
-        assert [e["data"] for e in events] == [5, 6, 7, 8, 9]
-        await second.close()
+        for transport in TRANSPORTS:
+            channel = f"resume-{transport}"
+            start = await head_cursor(s, a.url, channel)
+            first = Subscriber(s, a.url, transport, channel, start)
+            await first.connect()
+            for n in range(5):
+                await publish(s, a.url, channel, n)
+            assert ids(await take(first, 5)) == [1, 2, 3, 4, 5]
+            await first.close()
+            for n in range(5, 8):
+                await publish(s, b.url, channel, n)
+            second = Subscriber(s, b.url, transport, channel, first.cursor)
+            await second.connect()
+            reader = asyncio.create_task(take(second, 5))
+            for n in range(8, 10):
+                await publish(s, a.url, channel, n)
+            events = await reader
+            assert ids(events) == [6, 7, 8, 9, 10], transport
+            assert [e["data"] for e in events] == [5, 6, 7, 8, 9]
+            await second.close()
 
 
 async def test_cursor_ahead_of_a_node_that_has_not_seen_the_channel_yet(nodes: Nodes) -> None:
@@ -143,8 +182,8 @@ async def test_cursor_ahead_of_a_node_that_has_not_seen_the_channel_yet(nodes: N
 
 
 async def test_gap_when_cursor_is_older_than_the_redis_history(
-    server_factory: Callable[..., ServerProcess],
     redis_server: RedisServer,
+    server_factory: Callable[..., ServerProcess],
 ) -> None:
     a = server_factory(*node_args(redis_server, "--history-size", "5"))
     b = server_factory(*node_args(redis_server, "--history-size", "5"))
@@ -165,8 +204,8 @@ async def test_gap_when_cursor_is_older_than_the_redis_history(
 
 
 async def test_redis_outage_refuses_publishing_and_recovers_without_duplicates(
-    server_factory: Callable[..., ServerProcess],
     redis_server: RedisServer,
+    server_factory: Callable[..., ServerProcess],
 ) -> None:
     a = server_factory(*node_args(redis_server))
     b = server_factory(*node_args(redis_server))
@@ -232,6 +271,8 @@ async def test_redis_outage_refuses_publishing_and_recovers_without_duplicates(
         assert body["messages"][0]["type"] == "gap"
         assert body["messages"][0]["reason"] == "epoch"
         assert [m["data"] for m in body["messages"][1:]] == [3, 4, 5]
+    for node in (a, b):
+        assert "Traceback" not in node.log
 
 
 async def test_node_listens_only_to_channels_with_local_subscribers(

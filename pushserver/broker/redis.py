@@ -45,6 +45,8 @@ GRACE = 3.0
 PING_INTERVAL = 5.0
 """Seconds between pings on the subscriber connection; three missed replies mean Redis is gone."""
 CONFIRM_TIMEOUT = 5.0
+CLOSE_TIMEOUT = 2.0
+"""Closing a connection can wait forever for the socket (redis-py #3941); never hold shutdown."""
 META_TTL_MIN = 86400.0
 """A channel's epoch and id counter outlive its history, so an old cursor gets an exact gap."""
 RETRY_AFTER = 2
@@ -190,6 +192,7 @@ class RedisBroker:
         self._first_attempt = asyncio.Event()
         self._connected = False
         self._up = False
+        self._closing = False
         self._last_read = 0.0
 
     @classmethod
@@ -214,21 +217,22 @@ class RedisBroker:
         await self._first_attempt.wait()
 
     async def close(self) -> None:
+        self._closing = True  # the client may turn a cancellation into a connection error
         if self._monitor is not None:
             self._monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._monitor
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(self._monitor, CLOSE_TIMEOUT)
         for task in list(self._background):
             task.cancel()
         await self._teardown()
-        with contextlib.suppress(RedisError, OSError):
-            await self.client.aclose()
+        with contextlib.suppress(RedisError, OSError, TimeoutError):
+            await asyncio.wait_for(self.client.aclose(), CLOSE_TIMEOUT)
 
     async def _watch(self) -> None:
         """Keep the connection: reconnect with backoff, logging once per outage."""
         down_since: float | None = None
         delay = 0.05
-        while True:
+        while not self._closing:
             try:
                 await self._connect()
             except (RedisError, OSError) as exc:
@@ -258,7 +262,6 @@ class RedisBroker:
 
     async def _connect(self) -> None:
         self._lost.clear()
-        await self.client.connection_pool.disconnect()
         await self.client.ping()
         pubsub = self.client.pubsub()
         self._pubsub = pubsub
@@ -314,7 +317,7 @@ class RedisBroker:
         pubsub, self._pubsub, self._queue = self._pubsub, None, None
         if pubsub is not None:
             with contextlib.suppress(RedisError, OSError, TimeoutError):
-                await asyncio.wait_for(pubsub.aclose(), 2)
+                await asyncio.wait_for(pubsub.aclose(), CLOSE_TIMEOUT)
 
     async def _read(self, pubsub: PubSub) -> None:
         try:
@@ -661,8 +664,11 @@ class RedisBroker:
                 sub.resolve(sub.answer(events))
                 hub.remove_waiter(sub)
             elif isinstance(sub, StreamSubscriber):
-                sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
-                if sub.transport.get_write_buffer_size() > hub.max_buffer_bytes:
+                try:
+                    sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
+                    if sub.transport.get_write_buffer_size() > hub.max_buffer_bytes:
+                        cut.append(sub)
+                except RuntimeError:  # closed under us; its handler is about to unregister it
                     cut.append(sub)
         for sub in cut:
             hub.detach(sub)
