@@ -39,11 +39,13 @@ async def test_bad_requests(shared_server, path, status, code):
     assert body["error"] == code and body["message"]
 
 
-async def test_cursor_beyond_last_id_is_refused(server):
+@pytest.mark.parametrize("path", ["lp", "stream", "sse", "ws"])
+async def test_cursor_beyond_last_id_is_refused_before_any_byte(shared_server, path):
+    url = shared_server.url
     async with aiohttp.ClientSession() as s:
-        cursor = await head_cursor(s, server.url, "future")
+        cursor = await head_cursor(s, url, "future")
         epoch = cursor.split(":")[1]
-        async with s.get(f"{server.url}/lp/future", params={"cursor": f"future:{epoch}:5"}) as r:
+        async with s.get(f"{url}/{path}/future", params={"cursor": f"future:{epoch}:5"}) as r:
             assert r.status == 400
             assert (await r.json())["error"] == "bad_cursor"
 

@@ -238,6 +238,11 @@ async def test_redis_outage_refuses_publishing_and_recovers_without_duplicates(
         for node in (a, b):
             async with s.get(f"{node.url}/healthz") as r:
                 assert r.status == 503
+        for path in ("lp", "stream", "sse", "ws"):  # a channel no node follows yet
+            async with s.get(f"{a.url}/{path}/unfollowed") as r:
+                assert r.status == 503, path
+                assert (await r.json())["error"] == "broker_down"
+                assert "Retry-After" in r.headers
 
         marks = held["stream"].heartbeats
         await wait_until(

@@ -4,14 +4,18 @@ request, apply the limits, and find where the subscription starts."""
 from __future__ import annotations
 
 import dataclasses
+from typing import TypeVar
 
 from aiohttp import web
 
+from ..channel import Channel
 from ..errors import ApiError, bad_request, unavailable
 from ..names import Position, parse_channels, parse_cursor, restrict
 from ..state import STATE, ServerState
 from ..subscriber import Event, Subscription
 from ..tokens import verify
+
+S = TypeVar("S", bound=Subscription)
 
 
 @dataclasses.dataclass(slots=True)
@@ -76,15 +80,25 @@ def subscribe_request(
     return SubscribeRequest(state, kind, channels, positions, history, remote, expires)
 
 
-async def start(
-    sub_req: SubscribeRequest, factory: type[Subscription], *args: object
-) -> tuple[Subscription, list[Event]]:
-    """Build the subscriber and its backlog.
+async def open_channels(sub_req: SubscribeRequest) -> list[Channel]:
+    """The subscription's channels from the broker, its cursor checked against them.
 
-    Nothing may await between this returning and the caller registering the subscriber with the
-    hub, or a message published in between would be missed or sent twice.
+    Runs before any byte of the response is sent, so a refusal here (bad cursor, broker down)
+    is still a clean JSON error.
     """
     state = sub_req.state
     channels = await state.broker.channels(sub_req.channels, sub_req.positions)
-    events, parts = state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    return channels
+
+
+def begin(
+    sub_req: SubscribeRequest, channels: list[Channel], factory: type[S], *args: object
+) -> tuple[S, list[Event]]:
+    """Build the subscriber and its backlog.
+
+    Synchronous, and the caller registers the subscriber with the hub before it next awaits, so
+    no message can slip between the backlog and live delivery or arrive twice.
+    """
+    events, parts = sub_req.state.hub.backlog(channels, sub_req.positions, sub_req.history)
     return factory(channels, parts, sub_req.remote, *args), events

@@ -12,7 +12,7 @@ from aiohttp.http import HttpVersion11
 from ..expiry import EXPIRY
 from ..frames import Framing
 from ..subscriber import StreamSubscriber
-from .common import int_param, start, subscribe_request
+from .common import begin, int_param, open_channels, subscribe_request
 
 HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
 
@@ -29,6 +29,7 @@ async def serve_held(
     pad = int_param(request, "pad", 0, 0, sub_req.state.settings.max_pad)
     chunked, plain = framings
     framing = chunked if request.version >= HttpVersion11 else plain
+    channels = await open_channels(sub_req)
     response = web.StreamResponse(headers=HEADERS)
     response.content_type = content_type
     response.force_close()  # announced up front: clients must not reuse a held connection
@@ -37,7 +38,7 @@ async def serve_held(
     # The first write sends the headers; from here on everything goes straight to the transport.
     await response.write(framing.comment(b" " * pad))
     hub = sub_req.state.hub
-    sub, events = await start(sub_req, StreamSubscriber, request.transport, framing)
+    sub, events = begin(sub_req, channels, StreamSubscriber, request.transport, framing)
     if events:
         request.transport.write(framing.chunk(sub.encode(framing, events)))
     hub.attach(sub)

@@ -12,7 +12,7 @@ from ..direct import SentResponse, direct_transport
 from ..errors import bad_request
 from ..frames import longpoll_body
 from ..subscriber import Waiter
-from .common import start, subscribe_request
+from .common import begin, open_channels, subscribe_request
 
 CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
 HEADERS = {"Cache-Control": "no-cache, no-store"}
@@ -46,7 +46,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
     timeout = _timeout(request, settings.default_timeout, settings.max_timeout)
     callback = _callback(request)
     hub = sub_req.state.hub
-    waiter, events = await start(sub_req, Waiter, direct_transport(request))
+    channels = await open_channels(sub_req)
+    waiter, events = begin(sub_req, channels, Waiter, direct_transport(request))
     if events:
         body = waiter.answer(events)
     elif timeout == 0:

@@ -10,7 +10,7 @@ from aiohttp import WSCloseCode, web
 from ..expiry import EXPIRY
 from ..frames import WEBSOCKET
 from ..subscriber import StreamSubscriber
-from .common import start, subscribe_request
+from .common import begin, open_channels, subscribe_request
 
 _closing: set[asyncio.Task[bool]] = set()
 """Close handshakes under way, referenced until done so they are not collected mid-flight."""
@@ -21,9 +21,10 @@ CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.P
 async def handle(request: web.Request) -> web.WebSocketResponse:
     sub_req = subscribe_request(request, "ws")
     hub = sub_req.state.hub
+    channels = await open_channels(sub_req)
     ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=64 << 10)
     await ws.prepare(request)
-    sub, events = await start(sub_req, StreamSubscriber, request.transport, WEBSOCKET)
+    sub, events = begin(sub_req, channels, StreamSubscriber, request.transport, WEBSOCKET)
     backlog = sub.encode(WEBSOCKET, events)
     if backlog:
         request.transport.write(backlog)
