@@ -38,10 +38,10 @@ def test_quick_run_prints_every_table_and_loses_nothing(tmp_path: Path) -> None:
     latency = by_title["latency 1→1 (publish with send time → receipt)"]
     assert [row[0] for row in latency["rows"]] == ["stream", "sse", "ws", "longpoll"]
     broadcast = by_title["broadcast: 1 broadcaster, 10 listeners"]
-    for transport, listeners_on, broadcasts, *_, received in broadcast["rows"]:
+    for transport, listeners_on, broadcasts, *_, received, lost in broadcast["rows"]:
         expected = broadcasts * 10 if listeners_on == "its channel" else 0
-        assert received == expected, (transport, listeners_on)
-    throughput = by_title["publishers × subscribers: throughput"]
+        assert (received, lost) == (expected, 0), (transport, listeners_on)
+    throughput = by_title["publishers x subscribers: throughput"]
     assert len(throughput["rows"]) == 4 * 4 * 2
 
 

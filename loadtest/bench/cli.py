@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -29,8 +29,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="pushserver-bench",
         description="Rerun the classic event-service and push benchmarks against pushserver on "
-        "loopback: 1 latency 1→1, 2 publishers×subscribers, 3 broadcast, 4 concurrency 1 vs "
-        "100, 5 publish throughput by connections×workers, 6 uvloop vs asyncio, 7 fast path "
+        "loopback: 1 latency 1→1, 2 publishersxsubscribers, 3 broadcast, 4 concurrency 1 vs "
+        "100, 5 publish throughput by connectionsxworkers, 6 uvloop vs asyncio, 7 fast path "
         "budgets.",
     )
     parser.add_argument(
@@ -83,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     raise_open_files()
+    # SIGTERM unwinds like Ctrl-C, so the servers and client processes the bench started stop.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     bench = Bench(
         describe(), args.quick, args.url, args.server_arg, args.redis, max(1, args.processes)
     )

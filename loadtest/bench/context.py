@@ -10,6 +10,8 @@ from collections.abc import Iterator
 
 from pushserver.launcher import ServerProcess
 
+from .machine import SERVER_PIDS
+
 _names = itertools.count(1)
 
 
@@ -34,7 +36,12 @@ class Bench:
             yield self.url
             return
         with ServerProcess([*self.server_args, *args]) as srv:
-            yield srv.url
+            assert srv.proc is not None
+            SERVER_PIDS[srv.url] = srv.proc.pid
+            try:
+                yield srv.url
+            finally:
+                del SERVER_PIDS[srv.url]
 
     @property
     def launches(self) -> bool:

@@ -1,4 +1,4 @@
-"""Publishers × subscribers on one channel, subscribers in client processes: the load shared
+"""Publishers x subscribers on one channel, subscribers in client processes: the load shared
 by experiments 2, 3, 6 and the fan-out budget."""
 
 from __future__ import annotations
@@ -33,34 +33,31 @@ async def fan_out(
         SubPlan(url, transport, listen_on[i :: bench.processes], expect)
         for i in range(min(bench.processes, len(listen_on)))
     ]
-    meter = await CpuMeter.open(url)
-    try:
-        async with ClientPool(plans) as pool:
-            for name in set(listen_on):
-                await wait_subscribed(meter.conn, name, listen_on.count(name))
-            pubs = [await Publisher.open(url) for _ in range(publishers)]
-            await meter.start()
-            start = time.time()
-            await asyncio.gather(
-                *(
-                    _publish(p, publish_to, n, batch)
-                    for p, n in zip(pubs, spread(messages, publishers), strict=False)
-                )
+    meter = CpuMeter(url)
+    async with ClientPool(plans) as pool:
+        for name in set(listen_on):
+            await wait_subscribed(url, name, listen_on.count(name))
+        pubs = [await Publisher.open(url) for _ in range(publishers)]
+        await meter.start()
+        start = time.time()
+        await asyncio.gather(
+            *(
+                _publish(p, publish_to, n, batch)
+                for p, n in zip(pubs, spread(messages, publishers), strict=False)
             )
-            published = time.time()
-            at_published = (await meter.read())["cpu_seconds"]
-            report = merge(await pool.collect())
-            wall, server_cpu, client_cpu = await meter.stop()
-            for p in pubs:
-                p.close()
-    finally:
-        meter.close()
+        )
+        published = time.time()
+        at_published = await meter.server_now()
+        report = merge(await pool.collect())
+        wall, server_cpu, client_cpu = await meter.stop()
+        for p in pubs:
+            p.close()
     report.update(
         start=start,
         published=published,
         wall=wall,
         server_cpu=server_cpu,
-        server_cpu_publishing=at_published - meter.server,
+        server_cpu_publishing=at_published,
         client_cpu=client_cpu + report["cpu"],
         lost=report["expected"] - report["received"],
     )

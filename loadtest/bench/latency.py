@@ -16,11 +16,11 @@ async def pingpong(url: str, transport: str, subscribers: int, messages: int) ->
     """Publish `messages` one by one to `subscribers` subscribers of one channel, in process."""
     name = channel("lat")
     tally = Tally(parse=True)
-    meter = await CpuMeter.open(url)
+    meter = CpuMeter(url)
     subs = await subscribe_many(url, transport, [name] * subscribers, tally, messages)
     publisher = await Publisher.open(url)
     try:
-        await wait_subscribed(meter.conn, name, subscribers)
+        await wait_subscribed(url, name, subscribers)
         await meter.start()
         for i in range(1, messages + 1):
             await publisher.one(name)
@@ -29,7 +29,6 @@ async def pingpong(url: str, transport: str, subscribers: int, messages: int) ->
         wall, server_cpu, client_cpu = await meter.stop()
     finally:
         publisher.close()
-        meter.close()
         for _, close in subs:
             close()
     return {

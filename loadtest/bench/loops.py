@@ -12,39 +12,29 @@ from .table import Table
 
 LOOPS = ("uvloop", "asyncio")
 
+Figure = tuple[str, float, dict[str, Any]]
 
-async def _measure(bench: Bench, url: str) -> tuple[list[tuple[str, float]], int, list[str]]:
+
+async def _measure(bench: Bench, url: str) -> list[Figure]:
+    """(label, value, the run it came from) for each measurement, in a fixed order."""
     messages = bench.size(2000, 20)
     total = bench.size(10_000, 100)
     batch = bench.size(100, 10)
-    figures: list[tuple[str, float]] = []
-    lost, errors = 0, []
+    figures: list[Figure] = []
     for transport in ("stream", "longpoll"):
         r = await pingpong(url, transport, 1, messages)
         median, p99, _ = summary_ms(r["latencies"])
-        figures += [
-            (f"exp 1 {transport} 1→1 median ms", median),
-            (f"exp 1 {transport} p99 ms", p99),
-        ]
-        lost += r["lost"]
-        errors += r["errors"]
+        figures.append((f"exp 1 {transport} 1→1 median ms", median, r))
+        figures.append((f"exp 1 {transport} 1→1 p99 ms", p99, {}))
     for pubs, subs in ((1, 10), (5, 5)):
         for size in (0, batch):
             name = channel("loop")
-            r: dict[str, Any] = await fan_out(
-                bench, url, "stream", name, [name] * subs, total, pubs, size
-            )
+            r = await fan_out(bench, url, "stream", name, [name] * subs, total, pubs, size)
             mode = f"batch {size}" if size else "1 per request"
-            figures.append(
-                (
-                    f"exp 2 stream {pubs}-{subs} {mode} events/s per sub",
-                    rate(total, r["last"] - r["first"]),
-                )
-            )
-            figures.append((f"exp 2 stream {pubs}-{subs} {mode} server CPU s", r["server_cpu"]))
-            lost += r["lost"]
-            errors += r["errors"]
-    return figures, lost, errors
+            label = f"exp 2 stream {pubs}-{subs} {mode}"
+            figures.append((f"{label} events/s per sub", rate(total, r["last"] - r["first"]), r))
+            figures.append((f"{label} server CPU s", r["server_cpu"], {}))
+    return figures
 
 
 async def run(bench: Bench) -> list[Table]:
@@ -53,15 +43,19 @@ async def run(bench: Bench) -> list[Table]:
         table.add("all", "n/a (needs the bench to start the server)", "")
         return [table]
     table.notes.append(
-        "same loads as experiments 1 and 2, server started with --loop uvloop / asyncio"
+        "same loads as experiments 1 and 2, server started with --loop uvloop / asyncio; "
+        "lost counts both runs of a row"
     )
-    columns: dict[str, list[tuple[str, float]]] = {}
+    runs: dict[str, list[Figure]] = {}
     for loop in LOOPS:
         with bench.server("--loop", loop) as url:
-            figures, lost, errors = await _measure(bench, url)
-        columns[loop] = figures
-        table.lost += lost
-        table.errors += errors[:5]
-    for (label, a), (_, b) in zip(columns["uvloop"], columns["asyncio"], strict=True):
-        table.add(label, a, b)
+            runs[loop] = await _measure(bench, url)
+    for (label, a, ra), (_, b, rb) in zip(runs["uvloop"], runs["asyncio"], strict=True):
+        table.add(
+            label,
+            a,
+            b,
+            lost=ra.get("lost", 0) + rb.get("lost", 0),
+            errors=ra.get("errors", []) + rb.get("errors", []),
+        )
     return [table]

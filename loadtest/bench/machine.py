@@ -7,7 +7,9 @@ import platform
 import time
 from typing import Any
 
-from .client import HttpConnection, connect
+import psutil
+
+from .client import get_json
 
 
 def describe() -> str:
@@ -26,28 +28,42 @@ def describe() -> str:
     )
 
 
-class CpuMeter:
-    """Server CPU (from `/stats` cpu_seconds) and this process's CPU over one measurement."""
+SERVER_PIDS: dict[str, int] = {}
+"""Process ids of the servers the bench started, by URL: with workers, their CPU is read from
+the process tree (every worker), not from the `/stats` of whichever worker answers."""
 
-    def __init__(self, conn: HttpConnection) -> None:
-        self.conn = conn
+
+def server_cpu(url: str, stats: dict[str, Any]) -> float:
+    pid = SERVER_PIDS.get(url)
+    try:
+        root = psutil.Process(pid) if pid else None
+        workers = root.children(recursive=True) if root else []
+        if root is None or not workers:  # one process: /stats is finer than clock ticks
+            return stats["cpu_seconds"]
+        return sum(sum(p.cpu_times()[:2]) for p in (root, *workers))
+    except psutil.Error:
+        return stats["cpu_seconds"]
+
+
+class CpuMeter:
+    """Server CPU (its process tree, or `/stats` cpu_seconds for `--url`) and this process's CPU
+    over one measurement."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
         self.server = 0.0
         self.client = 0.0
         self.wall = 0.0
         self.stats: dict[str, Any] = {}
 
-    @classmethod
-    async def open(cls, url: str) -> CpuMeter:
-        return cls(await connect(url))
-
     async def read(self) -> dict[str, Any]:
-        stats = await self.conn.json("/stats")
+        stats = await get_json(self.url, "/stats")
         assert isinstance(stats, dict)
         return stats
 
     async def start(self) -> None:
         self.stats = await self.read()
-        self.server = self.stats["cpu_seconds"]
+        self.server = server_cpu(self.url, self.stats)
         self.client = time.process_time()
         self.wall = time.perf_counter()
 
@@ -56,7 +72,8 @@ class CpuMeter:
         wall = time.perf_counter() - self.wall
         client = time.process_time() - self.client
         self.stats = await self.read()
-        return wall, self.stats["cpu_seconds"] - self.server, client
+        return wall, server_cpu(self.url, self.stats) - self.server, client
 
-    def close(self) -> None:
-        self.conn.close()
+    async def server_now(self) -> float:
+        """Server CPU seconds since `start`, without ending the measurement."""
+        return server_cpu(self.url, await self.read()) - self.server

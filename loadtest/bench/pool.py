@@ -76,9 +76,9 @@ async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
     except Exception as exc:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return
+    cpu = time.process_time()
     conn.send(("ready", len(subs)))
     await _recv(conn)
-    cpu = time.process_time()
     target = plan.expect * len(subs)
     if target:
         await tally.reach(target, plan.timeout)

@@ -18,13 +18,10 @@ async def request_load(
     plans = [
         RequestPlan(url, kind, channel, conns, n) for conns, n in zip(procs, counts, strict=True)
     ]
-    meter = await CpuMeter.open(url)
-    try:
-        async with ClientPool(plans) as pool:
-            await meter.start()
-            report = merge(await pool.collect())
-            wall, server_cpu, client_cpu = await meter.stop()
-    finally:
-        meter.close()
+    meter = CpuMeter(url)
+    async with ClientPool(plans) as pool:
+        await meter.start()
+        report = merge(await pool.collect())
+        wall, server_cpu, client_cpu = await meter.stop()
     report.update(wall=wall, server_cpu=server_cpu, client_cpu=client_cpu + report["cpu"])
     return report

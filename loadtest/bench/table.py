@@ -30,8 +30,12 @@ class Table:
     lost: int = 0
     errors: list[str] = dataclasses.field(default_factory=list)
 
+    def __post_init__(self) -> None:
+        self.columns = [*self.columns, "lost"]
+
     def add(self, *row: Any, lost: int = 0, errors: list[str] | None = None) -> None:
-        self.rows.append(list(row))
+        """One row; `lost` (deliveries that never arrived) becomes its last column."""
+        self.rows.append([*row, lost])
         self.lost += max(0, lost)
         self.errors.extend((errors or [])[:5])
 
