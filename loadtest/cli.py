@@ -7,6 +7,7 @@ terminates every process it started (SIGTERM, then SIGKILL) a little after that.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import socket
 import subprocess
@@ -15,7 +16,14 @@ from pathlib import Path
 
 import loadtest
 from loadtest.results import RESULTS_NAME, read_run
-from loadtest.settings import TESTS, add_cli_arguments, new_run_id
+from loadtest.settings import (
+    TESTS,
+    Settings,
+    add_cli_arguments,
+    build,
+    locust_arguments,
+    new_run_id,
+)
 
 LOCUSTFILE = Path(loadtest.__file__).with_name("locustfile.py")
 _MARGIN = 120.0  # seconds past --max-minutes before processes are terminated
@@ -30,34 +38,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--host", required=True, help="server URL, e.g. http://127.0.0.1:8080")
     add_cli_arguments(parser)
     parser.add_argument(
-        "--workers", type=int, default=0, help="Locust worker processes (0: one process)"
+        "--workers",
+        type=int,
+        default=1,
+        help="Locust worker processes holding the subscribers; the master publishes "
+        "(0: everything in one process, publisher among the subscribers)",
     )
     parser.add_argument("--no-charts", action="store_true", help="do not build the HTML report")
     return parser.parse_args(argv)
-
-
-def locust_options(args: argparse.Namespace, run_id: str) -> list[str]:
-    options = ["--burnin-test", args.test, "--burnin-run-id", run_id]
-    for name in (
-        "transport",
-        "ceiling",
-        "step",
-        "factor",
-        "start",
-        "step_seconds",
-        "rate",
-        "max",
-        "max_minutes",
-        "spawn_rate",
-        "out",
-        "label",
-        "publish_key",
-        "source_ip",
-    ):
-        options += [f"--burnin-{name.replace('_', '-')}", str(getattr(args, name))]
-    if args.no_probe:
-        options.append("--burnin-no-probe")
-    return options
 
 
 def _free_port() -> int:
@@ -78,7 +66,15 @@ def _stop(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
             proc.wait()
 
 
-def run_locust(args: argparse.Namespace, run_id: str) -> None:
+class Stopped(Exception):
+    """SIGTERM or SIGINT reached the runner: stop the Locust processes, keep what they wrote."""
+
+
+def _stopped(signum: int, _frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
+def run_locust(args: argparse.Namespace, settings: Settings) -> None:
     base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
     out = Path(args.out)
     master = [
@@ -89,7 +85,7 @@ def run_locust(args: argparse.Namespace, run_id: str) -> None:
         args.host,
         "--csv",
         str(out / "locust"),
-        *locust_options(args, run_id),
+        *locust_arguments(settings),
     ]
     workers: list[list[str]] = []
     if args.workers > 0:
@@ -110,14 +106,20 @@ def run_locust(args: argparse.Namespace, run_id: str) -> None:
             for _ in range(args.workers)
         ]
     out.mkdir(parents=True, exist_ok=True)
-    master_proc = subprocess.Popen(master, stdin=subprocess.DEVNULL)
-    worker_procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL) for cmd in workers]
+    env = dict(os.environ)
+    if settings.publish_key:
+        env["PUSHSERVER_PUBLISH_KEY"] = settings.publish_key
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _stopped)
+    master_proc = subprocess.Popen(master, stdin=subprocess.DEVNULL, env=env)
+    worker_procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env) for cmd in workers]
     try:
         master_proc.wait(timeout=args.max_minutes * 60 + _MARGIN)
     except subprocess.TimeoutExpired:
         print("pushserver-burnin: the run overran --max-minutes; terminating", flush=True)
         _stop([master_proc], 15)
-    except KeyboardInterrupt:
+    except Stopped as signal_name:
+        print(f"pushserver-burnin: {signal_name}: stopping the run", flush=True)
         _stop([master_proc], 15)
     finally:
         _stop(worker_procs, 15)
@@ -135,17 +137,22 @@ def build_charts(results: Path, out_dir: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    run_id = args.run_id or new_run_id()
+    args.run_id = args.run_id or new_run_id()
+    try:
+        settings = build(lambda attr: getattr(args, attr), not args.no_probe, args.workers)
+    except ValueError as exc:
+        print(f"pushserver-burnin: {exc}", file=sys.stderr)
+        return 2
     results = Path(args.out) / RESULTS_NAME
-    run_locust(args, run_id)
-    lines = read_run(results, run_id) if results.exists() else []
+    run_locust(args, settings)
+    lines = read_run(results, settings.run_id) if results.exists() else []
     end = next((line for line in lines if line["kind"] == "end"), None)
     if end is None:
-        print(f"pushserver-burnin: run {run_id} did not finish (no end line)", flush=True)
+        print(f"pushserver-burnin: run {settings.run_id} did not finish (no end line)", flush=True)
         return 1
     if not args.no_charts:
         build_charts(results, Path(args.out))
-    return 0
+    return 1 if end["reason"] == "interrupted" else 0
 
 
 if __name__ == "__main__":

@@ -14,22 +14,28 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import gevent
-import orjson
 
-from loadtest.cpuclock import cpu_seconds, run_queue_wait
-from loadtest.http11 import Connection, ConnectionClosed, Endpoint
+from loadtest.http11 import Connection, Endpoint
 from loadtest.probe import ProbeProcess
+from loadtest.progress import progress_line
 from loadtest.publisher import Publisher, PublishHook, PublishResult
+from loadtest.resources import (
+    LOOPBACK,
+    Clock,
+    Snapshot,
+    fetch_stats,
+    loadgen_figures,
+    own_clock,
+    server_figures,
+)
 from loadtest.results import FORMAT, TOOL, ResultsWriter, machine_info
-from loadtest.settings import DRAIN_GRACE, PUBLISHER_MIN_RATE, SATURATED_CPU, Settings
+from loadtest.settings import DRAIN_GRACE, PUBLISHER_MIN_RATE, Settings
 from loadtest.tally import StepBook
 
 _POLL = 0.05
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 class TimeUp(Exception):
@@ -49,113 +55,6 @@ def probe_channel(settings: Settings) -> str:
     return base if settings.test == "subscribers" else f"{base}.probe"
 
 
-@dataclass(frozen=True)
-class Clock:
-    """One process's CPU used and CPU waited for (run queue), cumulative seconds, at a time."""
-
-    cpu: float | None
-    wait: float | None
-    at: float
-
-
-@dataclass
-class Snapshot:
-    time: float
-    server: dict[str, Any] | None
-    server_clock: Clock | None  # only when the server runs on this machine
-    loadgen: dict[str, Clock]  # per load-generator process
-
-
-def fetch_stats(conn: Connection, headers: dict[str, str]) -> dict[str, Any] | None:
-    try:
-        head, body = conn.request("GET", "/stats", headers=headers, timeout=10)
-    except (OSError, ConnectionClosed):
-        conn.close()
-        return None
-    return orjson.loads(body) if head.status == 200 else None
-
-
-def _percent(first: Clock | None, last: Clock | None, field: str) -> float | None:
-    """Share of one core over the interval between two clocks."""
-    if first is None or last is None or last.at <= first.at:
-        return None
-    before, after = getattr(first, field), getattr(last, field)
-    if before is None or after is None:
-        return None
-    return 100.0 * (after - before) / (last.at - first.at)
-
-
-def _server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
-    stats = last.server or {}
-    connections = stats.get("connections")
-    if isinstance(connections, dict):
-        connections = connections.get("total")
-    cpu = stats.get("cpu_percent")
-    before = (first.server or {}).get("cpu_seconds")
-    after = stats.get("cpu_seconds")
-    if before is not None and after is not None and last.time > first.time:
-        cpu = 100.0 * (after - before) / (last.time - first.time)
-    return {
-        "cpu_percent": cpu,
-        "cpu_wait_percent": _percent(first.server_clock, last.server_clock, "wait"),
-        "rss_bytes": stats.get("rss_bytes"),
-        "connections": connections,
-    }
-
-
-def _loadgen_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
-    used, waited, wanted = [], [], []
-    for node, clock in last.loadgen.items():
-        cpu = _percent(first.loadgen.get(node), clock, "cpu")
-        wait = _percent(first.loadgen.get(node), clock, "wait")
-        if cpu is not None:
-            used.append(cpu)
-            wanted.append(cpu + (wait or 0.0))
-        if wait is not None:
-            waited.append(wait)
-    return {
-        "cpu_percent": max(used, default=None),
-        "cpu_wait_percent": max(waited, default=None),
-        "processes": len(last.loadgen),
-        "saturated": max(wanted, default=0.0) >= SATURATED_CPU,
-    }
-
-
-def _own_clock(pid: int) -> Clock:
-    return Clock(cpu_seconds(pid), run_queue_wait(pid), time.time())
-
-
-def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value * 1000:.1f} ms"
-
-
-def _waited(figures: dict[str, Any]) -> str:
-    wait = figures.get("cpu_wait_percent")
-    return "" if wait is None else f" (+{wait:.0f}% waiting for a CPU)"
-
-
-def progress_line(record: dict[str, Any]) -> str:
-    e2e, fanout = record["latency"]["e2e"], record["latency"]["fanout"]
-    text = (
-        f"step {record['step']}: {record['subscribers']} subscribers, {record['channels']} "
-        f"channels, {record['messages']} msgs, delivered {record['delivered']}/"
-        f"{record['expected']} lost {record['lost']} dup {record['duplicates']} "
-        f"reconnects {record['reconnects']} | e2e worst {_ms(e2e['worst'])} p99 {_ms(e2e['p99'])}"
-        f" | fan-out p99 {_ms(fanout['p99'])}"
-    )
-    if record["probe"]:
-        text += f" | probe e2e worst {_ms(record['probe']['e2e']['worst'])}"
-    server, loadgen = record["server"], record["loadgen"]
-    if server["cpu_percent"] is not None:
-        rss = (server["rss_bytes"] or 0) >> 20
-        text += f" | server cpu {server['cpu_percent']:.0f}%{_waited(server)} rss {rss} MiB"
-    if loadgen["cpu_percent"] is not None:
-        text += f" | loadgen cpu {loadgen['cpu_percent']:.0f}%{_waited(loadgen)}"
-    if loadgen["saturated"]:
-        text += " (SATURATED: this step measures the load generator)"
-    return text
-
-
 class Controller:
     def __init__(
         self,
@@ -164,14 +63,12 @@ class Controller:
         book: StepBook,
         distributed: bool,
         on_publish: PublishHook | None = None,
-        on_finish: Callable[[], None] | None = None,
     ) -> None:
         self.settings = settings
         self.host = host
         self.endpoint = Endpoint.parse(host)
         self.book = book
         self.distributed = distributed
-        self.on_finish = on_finish
         self.counts = settings.counts()
         self.target = self.counts[0]
         self.finished = False
@@ -230,14 +127,12 @@ class Controller:
         if self.probe is not None:
             self.probe.stop()
         self.finished = True
-        if self.on_finish is not None:
-            self.on_finish()
 
-    def abort(self) -> None:
-        """Locust is stopping from outside (web UI stop, SIGTERM)."""
+    def abort(self, why: str) -> None:
+        """Locust is stopping from outside (web UI stop, SIGTERM, workers lost)."""
         if self.greenlet is not None and not self.greenlet.dead:
             self.greenlet.kill(block=False)
-        self.end("interrupted", "the run was stopped before it finished")
+        self.end("interrupted", why)
 
     def _header(self) -> None:
         settings = self.settings.as_dict()
@@ -278,11 +173,11 @@ class Controller:
             for name, node in self.book.nodes.items()
         }
         if self.distributed:
-            clocks["master"] = _own_clock(os.getpid())
+            clocks["master"] = own_clock(os.getpid())
         stats = fetch_stats(self.stats_conn, self.admin_headers)
         server_clock = None
         if stats and "pid" in stats and self.endpoint.host in LOOPBACK:
-            server_clock = _own_clock(stats["pid"])
+            server_clock = own_clock(stats["pid"])
         return Snapshot(time.time(), stats, server_clock, clocks)
 
     def _steps(self) -> tuple[str, str]:
@@ -290,10 +185,10 @@ class Controller:
         previous = 0
         for step, count in enumerate(self.counts, start=1):
             self.target = count
-            ramp = 30.0 + 2 * (count - previous) / s.spawn_rate
-            if time.monotonic() + ramp / 2 + s.step_seconds + s.ceiling > self.deadline:
-                raise TimeUp
-            self._wait(lambda c=count: self.book.established() >= c, ramp)
+            spawning = (count - previous) / s.spawn_rate
+            if time.monotonic() + spawning + s.step_seconds > self.deadline:
+                raise TimeUp  # the step could not finish in time
+            self._wait(lambda c=count: self.book.established() >= c, 30.0 + 2 * spawning)
             previous = count
             record = self._one_step(step, count)
             self.writer.write(record)
@@ -355,16 +250,16 @@ class Controller:
                 "errors": result.errors,
                 "rounds": result.ticks,
             },
-            "server": _server_figures(first, last),
-            "loadgen": _loadgen_figures(first, last),
+            "server": server_figures(first, last),
+            "loadgen": loadgen_figures(first, last),
             "ceiling": s.ceiling,
             "started": started,
             "ended": time.time(),
         }
 
     def _probe_done(self, step: int, result: PublishResult) -> bool:
-        if self.probe is None:
-            return True
+        if self.probe is None or self.probe.proc.poll() is not None:
+            return True  # no probe, or it died: nothing more will come from it
         return self.book.probe_step(step).delivered >= result.ticks - result.errors
 
     def _verdict(self, record: dict[str, Any]) -> tuple[str, str] | None:

@@ -1,7 +1,7 @@
 """The burn-in locustfile: subscriber users, the step shape, and the wiring between processes.
 
 Headless through `pushserver-burnin`, or with the web UI: `locust -f loadtest/locustfile.py
---host http://127.0.0.1:8080` (settings under "pushserver burn-in", as --burnin-* options).
+--host http://127.0.0.1:8080` (the settings are the --burnin-* custom arguments).
 In distributed mode the publisher, the probe and the controller live on the master; workers
 hold subscribers and report their per-step counts to the master every REPORT_INTERVAL.
 """
@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import itertools
 import logging
+import signal
 from typing import Any
 
 import gevent
-from locust import LoadTestShape, User, constant, events, task
+from locust import LoadTestShape, User, constant, events, runners, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
@@ -26,8 +27,13 @@ from loadtest.tuning import quiet_gc, raise_open_files_limit
 
 REPORT = "burnin_report"
 REPORT_INTERVAL = 0.25
+WORKER_SILENCE = 30  # heartbeats (s) a worker may miss before the master drops it
 
 raise_open_files_limit()
+# A worker busy with a burst of deliveries, or starved of CPU on a shared machine, misses
+# Locust's default 3 heartbeats and is dropped, which ends the test mid-step. That worker is
+# exactly what a step must measure (as saturated), so the master waits longer for it.
+runners.HEARTBEAT_LIVENESS = WORKER_SILENCE
 
 
 class _DropSpawnRateWarning(logging.Filter):
@@ -68,6 +74,16 @@ def _init(environment: Environment, **_: Any) -> None:
         state.fixed_run_id = environment.parsed_options.burnin_run_id
     if runner is not None and not isinstance(runner, WorkerRunner):
         runner.register_message(REPORT, lambda msg, **_: state.book.merge(msg.node_id, msg.data))
+        # Headless Locust installs its own SIGTERM handler only after a shape test ends, so
+        # until then SIGTERM would kill the master without an end line and orphan the probe.
+        gevent.signal_handler(signal.SIGTERM, _terminated, environment)
+
+
+def _terminated(environment: Environment) -> None:
+    if state.controller is not None and not state.controller.finished:
+        state.controller.abort("stopped by SIGTERM")
+    if environment.runner is not None:
+        environment.runner.quit()
 
 
 @events.test_start.add_listener
@@ -112,7 +128,11 @@ def _report_loop(environment: Environment) -> None:
 @events.test_stopping.add_listener
 def _test_stopping(environment: Environment, **_: Any) -> None:
     if state.controller is not None and not state.controller.finished:
-        state.controller.abort()
+        runner = environment.runner
+        if isinstance(runner, MasterRunner) and runner.worker_count <= 0:
+            state.controller.abort("every Locust worker went missing (quit or stopped answering)")
+        else:
+            state.controller.abort("the run was stopped before it finished")
 
 
 def _source_ip(environment: Environment, choice: str, endpoint: Endpoint) -> str | None:
@@ -167,8 +187,9 @@ class BurninShape(LoadTestShape):
 def _start_controller(environment: Environment) -> Controller:
     options = environment.parsed_options
     options.burnin_run_id = state.fixed_run_id or new_run_id()  # sent to workers when spawning
-    distributed = isinstance(environment.runner, MasterRunner)
-    workers = options.expect_workers if distributed else 0
+    runner = environment.runner
+    distributed = isinstance(runner, MasterRunner)
+    workers = runner.worker_count if isinstance(runner, MasterRunner) else 0
     settings = from_locust_options(options, workers)
     state.book = StepBook()
 

@@ -9,6 +9,7 @@ event on stdout.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import signal
 import sys
 from typing import Any
@@ -22,6 +23,8 @@ from loadtest.http11 import Endpoint
 from loadtest.subscribers import TRANSPORTS
 from loadtest.tally import StepBook
 from loadtest.tuning import quiet_gc
+
+_PR_SET_PDEATHSIG = 1
 
 
 class PrintingSink:
@@ -53,9 +56,16 @@ class PrintingSink:
         self._emit({"reconnect": str(error)})
 
 
+def _die_with_parent() -> None:
+    """Ask Linux for SIGTERM when the controller's process dies, however it dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def main(argv: list[str] | None = None) -> None:
     url, transport, channel = (argv if argv is not None else sys.argv[1:])[:3]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    _die_with_parent()
     quiet_gc()
     subscriber = TRANSPORTS[transport](Endpoint.parse(url), channel, PrintingSink())
     with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):

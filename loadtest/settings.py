@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -18,24 +19,26 @@ DRAIN_GRACE = 3.0  # seconds after the ceiling before undelivered messages count
 
 @dataclass(frozen=True)
 class Settings:
-    test: str = "subscribers"
-    transport: str = "longpoll"
-    ceiling: float = 1.0
-    step: int = 100
-    factor: float = 0.0
-    start: int = 0
-    step_seconds: float = 10.0
-    rate: float = 1.0
-    max: int = 1_000_000
-    max_minutes: float = 30.0
-    spawn_rate: float = 1000.0
-    out: str = "burnin-results"
-    label: str = ""
-    run_id: str = ""
-    publish_key: str = ""
-    source_ip: str = "auto"
-    probe: bool = True
-    workers: int = 0
+    """One run's settings; defaults live in OPTIONS below."""
+
+    test: str
+    transport: str
+    ceiling: float
+    step: int
+    factor: float
+    start: int
+    step_seconds: float
+    rate: float
+    max: int
+    max_minutes: float
+    spawn_rate: float
+    out: str
+    label: str
+    run_id: str
+    publish_key: str
+    source_ip: str
+    probe: bool
+    workers: int
 
     def counts(self) -> list[int]:
         """Subscriber counts of successive steps: +step each, or times --factor when set."""
@@ -96,14 +99,33 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-probe", action="store_true", help="no independent probe subscriber")
 
 
-def from_locust_options(options: Any, workers: int = 0) -> Settings:
-    values = {}
-    for name, _, _, _ in OPTIONS:
-        attr = name.replace("-", "_")
-        values[attr] = getattr(options, f"burnin_{attr}")
-    settings = Settings(**values, probe=not options.burnin_no_probe, workers=workers)
+def build(lookup: Callable[[str], Any], probe: bool, workers: int) -> Settings:
+    """Validated settings from any source that answers by attribute name (e.g. "step_seconds")."""
+    values = {name.replace("-", "_"): lookup(name.replace("-", "_")) for name, *_ in OPTIONS}
+    settings = Settings(**values, probe=probe, workers=workers)
     validate(settings)
     return settings
+
+
+def from_locust_options(options: Any, workers: int = 0) -> Settings:
+    return build(
+        lambda attr: getattr(options, f"burnin_{attr}"), not options.burnin_no_probe, workers
+    )
+
+
+def locust_arguments(settings: Settings) -> list[str]:
+    """The --burnin-* arguments that give a Locust master these settings.
+
+    The publish key is left out: it goes to the child in its environment, not on a command
+    line that every user of the machine can read.
+    """
+    arguments = []
+    for name, *_ in OPTIONS:
+        if name != "publish-key":
+            arguments += [f"--burnin-{name}", str(getattr(settings, name.replace("-", "_")))]
+    if not settings.probe:
+        arguments.append("--burnin-no-probe")
+    return arguments
 
 
 def validate(settings: Settings) -> None:

@@ -55,6 +55,7 @@ class Subscriber:
     """The transport-independent part: cursor, duplicate check, reconnect with backoff."""
 
     transport: ClassVar[str]
+    keeps_cursor_connection: ClassVar[bool] = False  # reuse the first request's connection
 
     def __init__(
         self,
@@ -85,7 +86,7 @@ class Subscriber:
                 self.cursor = self._current_cursor()
             except _DROPS as exc:
                 failures = self._backoff(exc, failures)
-        if not isinstance(self, LongPollSubscriber):
+        if not self.keeps_cursor_connection:
             self.conn.close()
         self.sink.subscribed(self.channel)
         failures = 0
@@ -146,6 +147,7 @@ class Subscriber:
 
 class LongPollSubscriber(Subscriber):
     transport = "longpoll"
+    keeps_cursor_connection = True
 
     def consume(self) -> None:
         path = f"/lp/{self.channel}{self.query() or '?'}&timeout={LONGPOLL_TIMEOUT:g}"

@@ -9,13 +9,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import csv
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 import pytest
 
 from pushserver.launcher import ServerProcess
@@ -73,13 +76,21 @@ def assert_complete(step: dict[str, Any], subscribers: int) -> None:
 
 
 @pytest.mark.parametrize(
-    ("test", "transport"), [("subscribers", "longpoll"), ("channels", "stream")]
+    ("test", "transport", "workers"),
+    [("subscribers", "longpoll", "0"), ("channels", "stream", "1")],
 )
 def test_smoke_run_counts_every_delivery(
-    server_factory: Callable[..., ServerProcess], tmp_path: Path, test: str, transport: str
+    server_factory: Callable[..., ServerProcess],
+    tmp_path: Path,
+    test: str,
+    transport: str,
+    workers: str,
 ) -> None:
     srv = server_factory()
-    done = run_burnin(test, srv.url, tmp_path, "--transport", transport, *SMALL, "--no-charts")
+    done = run_burnin(
+        test, srv.url, tmp_path, "--transport", transport, "--workers", workers, *SMALL,
+        "--no-charts",
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     header, steps, end = read_results(tmp_path)
     assert (header["test"], header["transport"]) == (test, transport)
@@ -87,6 +98,7 @@ def test_smoke_run_counts_every_delivery(
     for step, subscribers in zip(steps, (2, 4, 6), strict=True):
         assert_complete(step, subscribers)
         assert step["channels"] == (1 if test == "subscribers" else subscribers)
+        assert step["loadgen"]["processes"] == int(workers) + 1  # + the master when distributed
     assert end is not None and end["reason"] == "max" and end["steps"] == 3
     assert "step 3: 6 subscribers" in done.stdout
     # every delivery was also a Locust request event, so Locust's own stats count them
@@ -111,6 +123,54 @@ def test_ceiling_stops_the_run_after_the_first_step(
     assert end is not None and end["reason"] == "ceiling" and end["steps"] == 1
     assert "burn-in finished (ceiling)" in done.stdout
     assert "passed the ceiling" in done.stdout
+
+
+def test_max_minutes_bounds_the_run(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory()
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--step", "2", "--step-seconds", "2", "--rate", "5",
+        "--max-minutes", "0.1", "--no-charts", "--no-probe",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, steps, end = read_results(tmp_path)
+    assert end is not None and end["reason"] == "time"
+    assert end["steps"] == len(steps) < 6  # a 2-s step cannot fit 6 times in 6 s
+    assert "burn-in finished (time)" in done.stdout
+
+
+def test_sigterm_ends_the_run_as_interrupted(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory()
+    proc = subprocess.Popen(
+        burnin_command("subscribers", srv.url, tmp_path, *SMALL, "--no-charts"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        results = tmp_path / "results.jsonl"
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while not (results.exists() and b'"kind":"step"' in results.read_bytes()):
+            assert time.monotonic() < deadline, "no step was written"
+            assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+            time.sleep(0.1)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert children  # the Locust master, its worker and the probe
+        proc.send_signal(signal.SIGTERM)
+        output, _ = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, output
+    _, steps, end = read_results(tmp_path)
+    assert end is not None and end["reason"] == "interrupted"
+    assert end["steps"] == len(steps) >= 1
+    assert "burn-in finished (interrupted)" in output
+    _, alive = psutil.wait_procs(children, timeout=20)
+    assert not alive  # nothing left behind
 
 
 def test_distributed_run_aggregates_both_workers(

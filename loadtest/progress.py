@@ -1,0 +1,39 @@
+"""The one-line summary of a step printed on the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value * 1000:.1f} ms"
+
+
+def _waited(figures: dict[str, Any]) -> str:
+    wait = figures.get("cpu_wait_percent")
+    return "" if wait is None else f" (+{wait:.0f}% waiting for a CPU)"
+
+
+def progress_line(record: dict[str, Any]) -> str:
+    e2e, fanout = record["latency"]["e2e"], record["latency"]["fanout"]
+    text = (
+        f"step {record['step']}: {record['subscribers']} subscribers, {record['channels']} "
+        f"channels, {record['messages']} msgs, delivered {record['delivered']}/"
+        f"{record['expected']} lost {record['lost']} dup {record['duplicates']} "
+        f"reconnects {record['reconnects']} | e2e worst {_ms(e2e['worst'])} p99 {_ms(e2e['p99'])}"
+        f" | fan-out p99 {_ms(fanout['p99'])}"
+    )
+    if record["probe"]:
+        text += f" | probe e2e worst {_ms(record['probe']['e2e']['worst'])}"
+    server, loadgen = record["server"], record["loadgen"]
+    if server["cpu_percent"] is not None:
+        rss = (server["rss_bytes"] or 0) >> 20
+        text += f" | server cpu {server['cpu_percent']:.0f}%{_waited(server)} rss {rss} MiB"
+    if loadgen["cpu_percent"] is not None:
+        text += f" | loadgen cpu {loadgen['cpu_percent']:.0f}%{_waited(loadgen)}"
+        if record["delivered"]:
+            cost = loadgen["cpu_seconds"] / record["delivered"] * 1e6
+            text += f", {cost:.0f} us CPU per delivery"
+    if loadgen["saturated"]:
+        text += " (SATURATED: this step measures the load generator)"
+    return text
