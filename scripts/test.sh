@@ -24,4 +24,4 @@ fi
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest -n 2 "$@"

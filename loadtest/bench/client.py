@@ -207,6 +207,9 @@ class Publisher:
 class HeldSubscriber(asyncio.Protocol):
     """A held NDJSON or SSE response: chunked transfer decoded, events counted (or parsed)."""
 
+    STATUS = 200
+    REQUEST = "subscribe"
+
     def __init__(self, tally: Tally, terminator: bytes) -> None:
         self.tally = tally
         self.terminator = terminator
@@ -245,8 +248,8 @@ class HeldSubscriber(asyncio.Protocol):
         head = bytes(self.buf[:end])
         del self.buf[: end + 4]
         self.headers_done = True
-        if _status(head) != 200:
-            self.tally.error(f"subscribe answered {head[:100]!r}")
+        if _status(head) != self.STATUS:
+            self.tally.error(f"{self.REQUEST} answered {head[:100]!r}")
         if not self.ready.done():
             self.ready.set_result(None)
         return True
@@ -283,6 +286,8 @@ class WebSocketSubscriber(HeldSubscriber):
     """A WebSocket subscription: server frames are unmasked, one text frame per event."""
 
     PONG = b"\x8a\x80" + os.urandom(4)
+    STATUS = 101
+    REQUEST = "WebSocket upgrade"
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf
@@ -311,19 +316,6 @@ class WebSocketSubscriber(HeldSubscriber):
         del buf[:pos]
         if n:
             self.tally.add(n, now)
-
-    def _headers(self) -> bool:
-        end = self.buf.find(HEADER_END)
-        if end < 0:
-            return False
-        head = bytes(self.buf[:end])
-        del self.buf[: end + 4]
-        self.headers_done = True
-        if _status(head) != 101:
-            self.tally.error(f"WebSocket upgrade answered {head[:100]!r}")
-        if not self.ready.done():
-            self.ready.set_result(None)
-        return True
 
 
 class LongPoller:
