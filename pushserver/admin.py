@@ -64,6 +64,7 @@ def stats(state: ServerState) -> dict[str, Any]:
         "cpu_percent": state.cpu.percent,
         "gc": {
             "pauses": state.gc.pauses,
+            "collected": state.gc.collected,
             "pause_seconds_total": round(state.gc.total, 6),
             "pause_seconds_worst": round(state.gc.worst, 6),
         },

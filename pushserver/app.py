@@ -105,7 +105,11 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     metrics = Metrics(
         hub,
         worker,
-        lambda: {"gc_pauses": gc.pauses, "gc_pause_worst_seconds": gc.worst},
+        lambda: {
+            "gc_pauses": gc.pauses,
+            "gc_pause_worst_seconds": gc.worst,
+            "gc_collected_objects": gc.collected,
+        },
     )
     hub.observe_fanout = metrics.fanout.observe
     gc.install(settings.gc_thresholds)

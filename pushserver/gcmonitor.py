@@ -17,6 +17,8 @@ class GcMonitor:
         self._observe = observe
         self._started = 0.0
         self.pauses = 0
+        self.collected = 0
+        """Objects the collector found unreachable: garbage only cycles could keep alive."""
         self.total = 0.0
         self.worst = 0.0
 
@@ -26,6 +28,7 @@ class GcMonitor:
             return
         pause = time.perf_counter() - self._started
         self.pauses += 1
+        self.collected += info["collected"]
         self.total += pause
         self.worst = max(self.worst, pause)
         self._observe(info["generation"], pause)
