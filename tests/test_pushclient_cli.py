@@ -46,8 +46,10 @@ def assert_one_clear_line(code: int, err: str, *words: str) -> None:
         assert word in lines[0]
 
 
-async def sub_until_interrupted(*args: str, lines: int) -> tuple[list[str], int, str]:
-    """Start `pushclient sub`, read `lines` lines, then Ctrl-C it."""
+async def sub_until_interrupted(
+    *args: str, lines: int, sig: int = signal.SIGINT
+) -> tuple[list[str], int, str]:
+    """Start `pushclient sub`, read `lines` lines, then Ctrl-C it (or send `sig`)."""
     proc = await asyncio.create_subprocess_exec(
         *command("sub", *args),
         stdout=asyncio.subprocess.PIPE,
@@ -60,7 +62,7 @@ async def sub_until_interrupted(*args: str, lines: int) -> tuple[list[str], int,
             (await asyncio.wait_for(proc.stdout.readline(), WAIT)).decode().rstrip("\n")
             for _ in range(lines)
         ]
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         err = (await asyncio.wait_for(proc.stderr.read(), WAIT)).decode()
         code = await asyncio.wait_for(proc.wait(), WAIT)
     finally:
@@ -86,11 +88,19 @@ async def test_pushclient_cli_pub_then_sub_then_resume(server):
     code, _, _ = await run("pub", server.url, "cli", "-", stdin=b"from stdin\n")
     assert code == 0
     got, code, err = await sub_until_interrupted(
-        server.url, "cli", "--cursor", cursor, "--json", "--transport", "stream", lines=2
+        server.url,
+        "cli",
+        "--cursor",
+        cursor,
+        "--json",
+        "--transport",
+        "stream",
+        lines=2,
+        sig=signal.SIGTERM,
     )
     envelopes = [orjson.loads(line) for line in got]
     assert [(e["id"], e["data"]) for e in envelopes] == [(2, {"n": 2}), (3, "from stdin")]
-    assert code == 130
+    assert code == 143 and "Traceback" not in err
     assert f"--cursor {envelopes[-1]['cursor']}" in err
 
 

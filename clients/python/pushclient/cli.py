@@ -1,7 +1,8 @@
 """`pushclient sub` prints a subscription line by line; `pushclient pub` publishes one message.
 
-Exit status: 0 done, 1 error (one line on stderr), 2 usage, 130 interrupted (Ctrl-C); `sub`
-always ends by printing the last cursor on stderr so the user can resume from it.
+Exit status: 0 done, 1 error (one line on stderr), 2 usage, 130 interrupted (Ctrl-C), 143
+terminated (SIGTERM); `sub` always ends by printing the last cursor on stderr so the user can
+resume from it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from dataclasses import asdict
 
@@ -41,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         return asyncio.run(args.command(args))
     except KeyboardInterrupt:
         return 130
+    except asyncio.CancelledError:  # SIGTERM, see _sub
+        return 143
     except BrokenPipeError:  # the reader went away (`pushclient sub ... | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -83,6 +87,10 @@ def _parsers() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentPars
 
 
 async def _sub(args: argparse.Namespace) -> int:
+    # SIGTERM ends the subscription like Ctrl-C does, so the cursor is still printed.
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     client = PushClient(
         args.url,
         publish_key=args.key,
