@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -165,6 +166,9 @@ def test_env_and_asyncio_loop_start():
     env = {**os.environ, "PUSHSERVER_LOOP": "asyncio", "PUSHSERVER_HEARTBEAT": "2"}
     with ServerProcess(env=env) as srv:
         assert "asyncio loop" in srv.log
+        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard != resource.RLIM_INFINITY and hard - 100 < Settings().max_connections:
+            assert f"exceeds what the open-file limit allows: {hard} files" in srv.log
         stats = json.load(urllib.request.urlopen(f"{srv.url}/stats"))
         assert stats["heartbeat"] == 2.0
 
