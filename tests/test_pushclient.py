@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
+import aiohttp
 import jwt
 import orjson
 import pytest
@@ -29,8 +31,11 @@ from pushclient import (
 )
 from pushclient import sync as pushsync
 
+from .wire import wait_for_stats
+
 FAST = Backoff(initial=0.02, maximum=0.2)
 WAIT = 30.0
+
 SECRET = "a-subscribe-secret-of-32-bytes-or-more"
 
 
@@ -129,9 +134,17 @@ async def test_pushclient_over_capacity_is_a_typed_retryable_error(server_factor
         await client.publish("full", "x")
         async with client.subscribe("full", history=1) as holder:
             assert (await take(holder, 1))[0].data == "x"
+            holding = asyncio.create_task(anext(holder))  # holds the one connection
+            async with aiohttp.ClientSession() as http:
+                await wait_for_stats(
+                    http, server.url, lambda s: s["connections"]["total"] == 1, "the holder"
+                )
             async with client.subscribe("full", transport="stream") as refused:
                 with pytest.raises(RetriesExhausted) as gave_up:
                     await asyncio.wait_for(anext(refused), WAIT)
+            holding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await holding
     error = gave_up.value.last_error
     assert isinstance(error, ServiceUnavailable)
     assert (error.status, error.code) == (503, "over_capacity")

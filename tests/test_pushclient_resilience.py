@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import random
 
+import aiohttp
 import pytest
 from pushclient import TRANSPORT_NAMES, Backoff, Gap, Message, PushClient, Subscription
 
 from .tcpproxy import TcpProxy
+from .wire import wait_for_stats
 
 FAST = Backoff(initial=0.02, maximum=0.2)
 MESSAGES = 5000
@@ -91,9 +93,35 @@ async def test_pushclient_reconnects_when_the_link_goes_silent(server_factory, t
             one = await asyncio.wait_for(anext(subscription), WAIT)
             assert isinstance(one, Message) and one.data == "one"
             assert client.heartbeat == 1.0  # read from the server's /stats
+            pending = asyncio.create_task(anext(subscription))
+            async with aiohttp.ClientSession() as http:
+                await wait_for_stats(
+                    http, server.url, lambda s: s["connections"][transport] == 1, "held"
+                )
             opened = proxy.connections
             proxy.stall()  # nothing more gets through, yet nothing is closed
             await publisher.publish("silent", "two")
-            two = await asyncio.wait_for(anext(subscription), WAIT)
+            two = await asyncio.wait_for(pending, WAIT)
             assert isinstance(two, Message) and (two.id, two.data) == (2, "two")
             assert proxy.connections > opened
+
+
+@pytest.mark.parametrize("transport", ["stream", "sse", "ws"])
+async def test_pushclient_drop_before_the_first_message_loses_nothing(server_factory, transport):
+    """A subscription made without a cursor still has one to resume from before any message."""
+    server = server_factory("--heartbeat", "1")
+    async with (
+        TcpProxy(server.port) as proxy,
+        PushClient(server.url) as publisher,
+        PushClient(proxy.url, backoff=FAST) as client,
+        client.subscribe("fresh", transport=transport) as subscription,
+    ):
+        first = asyncio.create_task(anext(subscription))
+        async with aiohttp.ClientSession() as http:
+            await wait_for_stats(
+                http, server.url, lambda s: s["connections"][transport] == 1, "held"
+            )
+        proxy.stall()  # the only connection dies before any message came through it
+        await publisher.publish("fresh", "published while cut off")
+        message = await asyncio.wait_for(first, WAIT)
+    assert isinstance(message, Message) and message.data == "published while cut off"

@@ -23,6 +23,7 @@ from .errors import (
 from .models import Gap, Message
 from .transports import make_transport
 from .transports.base import Checkpoint, Connected, Expired, Reconnect
+from .transports.longpoll import LongPollTransport
 
 log = logging.getLogger("pushclient")
 
@@ -59,6 +60,10 @@ class Subscription:
         self.cursor = cursor
         self._transport = make_transport(transport, poll_timeout=poll_timeout)
         self._url = url / self._transport.path / ",".join(channels)
+        # A stream sends its first cursor with its first message; until then a drop would leave
+        # nothing to resume from. So a subscription with no cursor starts with one immediate
+        # long-poll, which answers with the head cursor (and any ?history messages).
+        self._catch_up = (LongPollTransport(poll_timeout=0), url / "lp" / ",".join(channels))
         self._session = session
         self._history = history
         self._token = token
@@ -105,7 +110,11 @@ class Subscription:
         failures = 0
         while True:
             error: PushError | None = None
-            events = self._transport.events(self._session(), self._url, self._params(), idle)
+            if self.cursor is None and not self._transport.polling:
+                transport, url = self._catch_up
+            else:
+                transport, url = self._transport, self._url
+            events = transport.events(self._session(), url, self._params(), idle)
             try:
                 async with aclosing(events):
                     async for event in events:
@@ -122,7 +131,7 @@ class Subscription:
                             if not isinstance(event, Checkpoint):
                                 yield event
                 if error is None:
-                    if self._transport.polling:
+                    if transport.polling:
                         continue
                     error = NetworkError("the server closed the stream")
             except _RETRYABLE as exc:
