@@ -128,16 +128,14 @@ class Hub:
         """One-channel subscribers of `ch`: the same bytes for every subscriber of a framing."""
         ch.mark_sent(messages[-1])
         delivered = self.stats.delivered
-        singles = [m.body(m.position.encode()) for m in messages]
+        cursors = [m.position.encode() for m in messages]
+        singles = [m.body(c) for m, c in zip(messages, cursors, strict=True)]
         limit = self.max_buffer_bytes
         for framing, subs in ch.streams.items():
             if not subs:
                 continue
             frame = framing.chunk(
-                b"".join(
-                    framing.event(body, m.position.encode())
-                    for m, body in zip(messages, singles, strict=True)
-                )
+                b"".join(framing.event(b, c) for b, c in zip(singles, cursors, strict=True))
             )
             for sub in subs:
                 transport = sub.transport
