@@ -24,6 +24,8 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from pushserver.launcher import ServerProcess
 
+from .system import ensure_command
+
 JS_DIR = Path(__file__).resolve().parent.parent / "clients" / "js"
 CHROMIUM_ARGS = [
     "--headless",
@@ -40,16 +42,7 @@ COUNT = 500
 
 def chromium_path() -> str:
     """Debian's chromium; installed here when missing rather than skipping the test."""
-    path = shutil.which("chromium")
-    if path is None and os.geteuid() == 0:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update"], check=True, env=env, capture_output=True)
-        subprocess.run(
-            ["apt-get", "install", "-y", "chromium"], check=True, env=env, capture_output=True
-        )
-        path = shutil.which("chromium")
-    assert path, "chromium is not installed (apt-get install -y chromium)"
-    return path
+    return ensure_command("chromium", "chromium")
 
 
 def node() -> str:

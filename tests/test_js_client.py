@@ -8,26 +8,18 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from .system import ensure_command
 
 JS_DIR = Path(__file__).resolve().parent.parent / "clients" / "js"
 
 
 def npm() -> str:
     """npm, installed from Debian's packages when missing and running as root."""
-    path = shutil.which("npm")
-    if path is None and os.geteuid() == 0:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        subprocess.run(["apt-get", "update"], check=True, env=env, capture_output=True)
-        subprocess.run(
-            ["apt-get", "install", "-y", "nodejs", "npm"], check=True, env=env, capture_output=True
-        )
-        path = shutil.which("npm")
-    assert path, "Node.js and npm are not installed"
-    return path
+    return ensure_command("npm", "nodejs", "npm")
 
 
 def test_js_client_suite() -> None:
