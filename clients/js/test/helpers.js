@@ -5,6 +5,8 @@ import net from 'node:net';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import WebSocket from 'ws';
+import { PushSubscription } from '../dist/pushclient.js';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 const PYTHON = process.env.PUSHSERVER_PYTHON || 'python3';
@@ -113,4 +115,24 @@ let counter = 0;
 export function freshChannel(prefix) {
   counter += 1;
   return `${prefix}-${process.pid}-${counter}`;
+}
+
+/**
+ * A subscription (WebSocket-capable, fast retries) that records messages and gaps in one
+ * ordered `log` and status changes in `statuses`; `messages()` is the log without the gaps.
+ */
+export function record(baseUrl, channels, options) {
+  const log = [];
+  const statuses = [];
+  const sub = new PushSubscription(baseUrl, [].concat(channels), {
+    heartbeat: 1,
+    minDelay: 50,
+    pollTimeout: 5,
+    WebSocket,
+    onMessage: (message) => log.push(message),
+    onGap: (gap) => log.push(gap),
+    onStatus: (status, info) => statuses.push({ status, info }),
+    ...options,
+  });
+  return { sub, log, statuses, messages: () => log.filter((event) => event.type === undefined) };
 }

@@ -2,25 +2,8 @@
 // publish keys, and a server restart (reconnect event, then a gap for the new epoch).
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import WebSocket from 'ws';
-import { PushSubscription, publish, publishBatch } from '../dist/pushclient.js';
-import { cursorNow, freshChannel, startPushserver, waitFor } from './helpers.js';
-
-function subscribe(baseUrl, channels, options) {
-  const log = [];
-  const statuses = [];
-  const sub = new PushSubscription(baseUrl, channels, {
-    heartbeat: 1,
-    minDelay: 50,
-    pollTimeout: 5,
-    WebSocket,
-    onMessage: (message) => log.push(message),
-    onGap: (gap) => log.push(gap),
-    onStatus: (status, info) => statuses.push({ status, info }),
-    ...options,
-  });
-  return { sub, log, statuses };
-}
+import { publish, publishBatch } from '../dist/pushclient.js';
+import { cursorNow, freshChannel, record, startPushserver, waitFor } from './helpers.js';
 
 describe('multi-channel and publishing', () => {
   let server;
@@ -33,7 +16,7 @@ describe('multi-channel and publishing', () => {
     test(`${transport}: two channels interleave in publish order`, async () => {
       const a = freshChannel('multi-a');
       const b = freshChannel('multi-b');
-      const { sub, log } = subscribe(server.url, [a, b], { transport, history: 0 });
+      const { sub, log } = record(server.url, [a, b], { transport, history: 0 });
       try {
         await waitFor(async () => {
           const res = await fetch(`${server.url}/channels/${b}`, {
@@ -89,7 +72,7 @@ describe('server restart', () => {
     const channel = freshChannel('restart');
     const cursor = await cursorNow(server.url, channel);
     const clients = ['stream', 'ws', 'longpoll', 'sse'].map((transport) =>
-      subscribe(server.url, [channel], { transport, cursor }),
+      record(server.url, [channel], { transport, cursor }),
     );
     try {
       await publish(server.url, channel, 'before');

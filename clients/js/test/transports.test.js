@@ -1,9 +1,15 @@
 // Every transport Node has, against a real pushserver: order, resume after a cut, gaps.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import WebSocket from 'ws';
-import { PushSubscription, publishBatch } from '../dist/pushclient.js';
-import { cursorNow, freshChannel, startPushserver, startTcpProxy, waitFor } from './helpers.js';
+import { publishBatch } from '../dist/pushclient.js';
+import {
+  cursorNow,
+  freshChannel,
+  record,
+  startPushserver,
+  startTcpProxy,
+  waitFor,
+} from './helpers.js';
 
 const TRANSPORTS = ['stream', 'longpoll', 'sse', 'ws'];
 
@@ -13,21 +19,6 @@ function range(first, last) {
 
 function publishRange(baseUrl, channel, first, last) {
   return publishBatch(baseUrl, range(first, last).map((n) => ({ channel, data: { n } })));
-}
-
-/** A subscription that records every callback in one ordered log. */
-function record(baseUrl, channel, options) {
-  const log = [];
-  const sub = new PushSubscription(baseUrl, [channel], {
-    heartbeat: 1,
-    minDelay: 50,
-    pollTimeout: 5,
-    WebSocket,
-    onMessage: (message) => log.push(message),
-    onGap: (gap) => log.push(gap),
-    ...options,
-  });
-  return { sub, log, messages: () => log.filter((event) => event.type === undefined) };
 }
 
 describe('each transport', () => {
