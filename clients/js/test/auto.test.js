@@ -138,6 +138,11 @@ describe('Retry-After', () => {
   for (const transport of ['stream', 'longpoll', 'sse']) {
     test(`${transport}: a 503 is retried after Retry-After, then delivers`, async () => {
       const channel = freshChannel(`busy-${transport}`);
+      // The server holds one connection at most: wait until the previous case's are gone.
+      await waitFor(async () => {
+        const stats = await (await fetch(`${server.url}/stats`)).json();
+        return stats.connections.total === 0;
+      }, 'an idle server');
       const cursor = await cursorNow(server.url, channel);
       const holder = subscribe(server.url, channel, { transport: 'stream' });
       await waitFor(() => holder.statuses.some((s) => s.status === 'open'), 'the first stream');
