@@ -296,9 +296,6 @@ async def test_dropped_subscribers_are_counted_and_recovered(
 def test_charts_are_built_at_the_end(
     server_factory: Callable[..., ServerProcess], tmp_path: Path
 ) -> None:
-    charts = pytest.importorskip("charts")
-    if not hasattr(charts, "build_report"):
-        pytest.skip("charts.build_report is not available")
     srv = server_factory()
     done = run_burnin(
         "channels", srv.url, tmp_path, "--transport", "sse", "--step", "2", "--max", "2",
