@@ -9,10 +9,9 @@ from __future__ import annotations
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
-from ..expiry import EXPIRY
 from ..frames import Framing
 from ..subscriber import StreamSubscriber
-from .common import begin, int_param, open_channels, subscribe_request
+from .common import begin, holding, int_param, open_channels, subscribe_request
 
 HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
 
@@ -37,20 +36,9 @@ async def serve_held(
     await response.prepare(request)
     # The first write sends the headers; from here on everything goes straight to the transport.
     await response.write(framing.comment(b" " * pad))
-    hub = sub_req.state.hub
     sub, events = begin(sub_req, channels, StreamSubscriber, request.transport, framing)
     if events:
         request.transport.write(framing.chunk(sub.encode(framing, events)))
-    hub.attach(sub)
-    hub.enter(kind, sub_req.remote)
-    expiry = request.app[EXPIRY]
-    expiry.add(sub, sub_req.expires)
-    try:
+    async with holding(request, sub_req, sub):
         await sub.closed
-    finally:
-        expiry.discard(sub)
-        hub.stats.disconnects[sub.reason] += 1
-        hub.leave(kind, sub_req.remote)
-        hub.detach(sub)
-        await sub_req.state.broker.release(sub.channels)
     return response

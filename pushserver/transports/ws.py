@@ -7,10 +7,9 @@ import asyncio
 
 from aiohttp import WSCloseCode, web
 
-from ..expiry import EXPIRY
 from ..frames import WEBSOCKET
 from ..subscriber import StreamSubscriber
-from .common import begin, open_channels, subscribe_request
+from .common import begin, holding, open_channels, subscribe_request
 
 _closing: set[asyncio.Task[bool]] = set()
 """Close handshakes under way, referenced until done so they are not collected mid-flight."""
@@ -20,7 +19,6 @@ CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.P
 
 async def handle(request: web.Request) -> web.WebSocketResponse:
     sub_req = subscribe_request(request, "ws")
-    hub = sub_req.state.hub
     channels = await open_channels(sub_req)
     ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=64 << 10)
     await ws.prepare(request)
@@ -28,20 +26,10 @@ async def handle(request: web.Request) -> web.WebSocketResponse:
     backlog = sub.encode(WEBSOCKET, events)
     if backlog:
         request.transport.write(backlog)
-    hub.attach(sub)
-    hub.enter("ws", sub_req.remote)
-    expiry = request.app[EXPIRY]
-    expiry.add(sub, sub_req.expires)
     sub.closed.add_done_callback(lambda f: _close_soon(ws, f.result()))
-    try:
+    async with holding(request, sub_req, sub):
         async for _ in ws:
             pass
-    finally:
-        expiry.discard(sub)
-        hub.stats.disconnects[sub.reason] += 1
-        hub.leave("ws", sub_req.remote)
-        hub.detach(sub)
-        await sub_req.state.broker.release(sub.channels)
     return ws
 
 
