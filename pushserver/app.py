@@ -13,7 +13,7 @@ from . import admin, cors, limits, openapi, publish
 from .broker import create_broker
 from .config import Settings
 from .errors import ApiError, error_response
-from .expiry import EXPIRY, ExpiryWatch
+from .expiry import ExpiryWatch
 from .gcmonitor import GcMonitor
 from .hub import Hub
 from .metrics import Metrics
@@ -114,8 +114,7 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     hub.observe_fanout = metrics.fanout.observe
     gc.install(settings.gc_thresholds)
     app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
-    app[STATE] = ServerState(settings, hub, broker, metrics, gc, worker)
-    app[EXPIRY] = ExpiryWatch(hub)
+    app[STATE] = ServerState(settings, hub, broker, metrics, gc, ExpiryWatch(hub), worker)
     if settings.max_publish_rate > 0:
         app[RATE_LIMITER] = RateLimiter(settings.max_publish_rate)
     cors.setup(app, settings.cors_origins)

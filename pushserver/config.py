@@ -43,6 +43,11 @@ class Settings:
     max_buffer_bytes: int = _setting(
         1 << 20, "unsent bytes after which a slow subscriber is cut off"
     )
+    max_flush_delay: float = _setting(
+        0.002,
+        "seconds a costly fan-out may wait for more messages to share its writes "
+        "(at most a fifth of the last one's duration; 0 = never wait)",
+    )
     max_message_bytes: int = _setting(64 << 10, "largest published message body (413 above)")
     max_batch: int = _setting(1000, "largest number of messages in one POST /pub batch")
     max_channels_per_subscription: int = _setting(64, "channels one subscription may name")
@@ -123,6 +128,8 @@ def validate(settings: Settings) -> Settings:
     for name in ("heartbeat", "history_ttl", "max_timeout", "sweep_interval", "request_timeout"):
         if getattr(settings, name) <= 0:
             raise ConfigError(f"{name} must be positive")
+    if not 0 <= settings.max_flush_delay <= 0.1:
+        raise ConfigError("max_flush_delay must be between 0 and 0.1 seconds")
     if not 0 <= settings.default_timeout <= settings.max_timeout:
         raise ConfigError("default_timeout must be between 0 and max_timeout")
     return settings

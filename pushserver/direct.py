@@ -53,7 +53,8 @@ def direct_transport(request: web.Request) -> asyncio.Transport | None:
 
 
 class SentResponse(web.StreamResponse):
-    """What the handler returns once the fan-out has written the answer: nothing to send."""
+    """What a handler returns when its answer went out another way: nothing for aiohttp to
+    send (a long-poll the fan-out answered, a stream handed off by `handoff`)."""
 
     def __init__(self) -> None:
         super().__init__()

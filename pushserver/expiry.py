@@ -13,8 +13,6 @@ import heapq
 import itertools
 import time
 
-from aiohttp import web
-
 from .frames import control
 from .hub import Hub
 from .subscriber import StreamSubscriber
@@ -82,6 +80,3 @@ class ExpiryWatch:
         if not sub.transport.is_closing():
             sub.transport.write(framing.chunk(framing.event(EXPIRED, None)))
         sub.close("expired")
-
-
-EXPIRY = web.AppKey("pushserver_expiry", ExpiryWatch)

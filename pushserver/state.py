@@ -11,6 +11,7 @@ from aiohttp import web
 
 from .broker.base import Broker
 from .config import Settings
+from .expiry import ExpiryWatch
 from .gcmonitor import GcMonitor
 from .hub import Hub
 from .metrics import Metrics
@@ -46,6 +47,7 @@ class ServerState:
     broker: Broker
     metrics: Metrics
     gc: GcMonitor
+    expiry: ExpiryWatch
     worker: int
     cpu: CpuSampler = dataclasses.field(default_factory=CpuSampler)
     draining: bool = False

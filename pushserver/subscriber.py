@@ -62,9 +62,12 @@ class Subscription:
 
 
 class StreamSubscriber(Subscription):
-    """A held NDJSON, SSE or WebSocket connection, written to straight from the fan-out loop."""
+    """A held NDJSON, SSE or WebSocket connection, written to straight from the fan-out loop.
 
-    __slots__ = ("closed", "framing", "transport")
+    Each transport says in `end` how the server closes it; `reason` records why it ended.
+    """
+
+    __slots__ = ("framing", "reason", "transport")
 
     def __init__(
         self,
@@ -77,18 +80,16 @@ class StreamSubscriber(Subscription):
         super().__init__(channels, parts, remote)
         self.transport = transport
         self.framing = framing
-        self.closed: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.reason: str | None = None
 
     def close(self, reason: str) -> None:
-        """End the handler's wait; the handler unregisters and the response ends."""
-        if not self.closed.done():
-            self.closed.set_result(reason)
+        """End the connection from the server side (once): cut off, expired or shutting down."""
+        if self.reason is None:
+            self.reason = reason
+            self.end()
 
-    @property
-    def reason(self) -> str:
-        """Why it ended: the reason given to `close`, else the client went away."""
-        closed = self.closed
-        return closed.result() if closed.done() and not closed.cancelled() else "client"
+    def end(self) -> None:
+        raise NotImplementedError
 
 
 class Waiter(Subscription):

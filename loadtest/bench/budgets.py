@@ -61,7 +61,8 @@ async def run(bench: Bench) -> list[Table]:
         f"{bench.processes} client processes, {messages:,} 100-byte messages, published in "
         f"POST /pub batches of {batch} or one per request (closed loop per publisher; several "
         "publishers' messages coalesce into one write per flush); long-poll: one message to "
-        "N held polls of one channel; memory: "
+        "N held polls of one channel; latency: the next message is published when every "
+        "subscriber has the last (1→N: subscribers in the bench process); memory: "
         f"idle stream connections over {IDLE_CHANNELS} channels from {IDLE_PROCESSES} client "
         "processes, RSS from /stats"
     )
@@ -103,6 +104,11 @@ async def run(bench: Bench) -> list[Table]:
         r = await pingpong(url, "stream", 1, bench.size(5000, 20))
         median = summary_ms(r["latencies"])[0]
         row("1→1 stream latency p50 ms", median, "< 0.3", median < 0.3, r)
+        # What a costly fan-out costs each message (and what the flush delay adds to it).
+        r = await pingpong(url, "stream", subs, bench.size(200, 5))
+        median, p99, _ = summary_ms(r["latencies"])
+        row(f"1→{subs:,} stream latency p50 ms (all subscribers)", median, "", None, r)
+        row(f"1→{subs:,} stream latency p99 ms", p99, "", None)
     for n in (bench.size(10_000, 100), bench.size(19_000, 190)):
         with bench.server() as url:
             per_conn, held = await _idle_rss(bench, url, n)

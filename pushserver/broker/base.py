@@ -36,7 +36,7 @@ class Broker(Protocol):
         subscriber, or a message could slip between backlog and live delivery.
         """
 
-    async def release(self, channels: Sequence[Channel]) -> None:
+    def release(self, channels: Sequence[Channel]) -> None:
         """A subscription on these channels ended (the Redis broker may stop listening)."""
 
     async def info(self, name: str) -> Channel | None:

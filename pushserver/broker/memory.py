@@ -33,6 +33,7 @@ class MemoryBroker:
             history_size=settings.history_size,
             history_ttl=settings.history_ttl,
             max_buffer_bytes=settings.max_buffer_bytes,
+            max_flush_delay=settings.max_flush_delay,
             new_epoch=lambda name: f"{boot}{next(counter):x}",
         )
         return cls(hub), hub
@@ -67,7 +68,7 @@ class MemoryBroker:
     ) -> list[Channel]:
         return [self.hub.channel(n) for n in names]
 
-    async def release(self, channels: Sequence[Channel]) -> None:
+    def release(self, channels: Sequence[Channel]) -> None:
         return None
 
     async def info(self, name: str) -> Channel | None:

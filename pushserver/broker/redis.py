@@ -201,6 +201,7 @@ class RedisBroker:
             history_size=settings.history_size,
             history_ttl=settings.history_ttl,
             max_buffer_bytes=settings.max_buffer_bytes,
+            max_flush_delay=settings.max_flush_delay,
             new_epoch=_no_local_epochs,
         )
         return cls(hub, settings), hub
@@ -416,7 +417,7 @@ class RedisBroker:
             channels.append(ch)
         return channels
 
-    async def release(self, channels: Sequence[Channel]) -> None:
+    def release(self, channels: Sequence[Channel]) -> None:
         for ch in channels:
             rec = self.records.get(ch.name)
             if rec is not None:
@@ -668,7 +669,7 @@ class RedisBroker:
                     sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
                     if sub.transport.get_write_buffer_size() > hub.max_buffer_bytes:
                         cut.append(sub)
-                except RuntimeError:  # closed under us; its handler is about to unregister it
+                except RuntimeError:  # closed under us; unregistered when the loss is reported
                     cut.append(sub)
         for sub in cut:
             hub.detach(sub)

@@ -3,16 +3,13 @@ request, apply the limits, and find where the subscription starts."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import AsyncIterator
 from typing import TypeVar
 
 from aiohttp import web
 
 from ..channel import Channel
 from ..errors import ApiError, bad_request, unavailable
-from ..expiry import EXPIRY
 from ..names import Position, parse_channels, parse_cursor, restrict
 from ..state import STATE, ServerState
 from ..subscriber import Event, StreamSubscriber, Subscription
@@ -107,26 +104,22 @@ def begin(
     return factory(channels, parts, sub_req.remote, *args), events
 
 
-@contextlib.asynccontextmanager
-async def holding(
-    request: web.Request, sub_req: SubscribeRequest, sub: StreamSubscriber
-) -> AsyncIterator[None]:
-    """Register a held stream with the hub, the connection counts and the token-expiry watch,
-    and undo all of it when the connection ends.
+def hold(state: ServerState, sub: StreamSubscriber, expires: float | None) -> None:
+    """Register a held stream with the hub, the connection counts and the token-expiry watch.
 
-    Entering does not leave the event loop, so it keeps `begin`'s promise: the subscriber is
-    registered before any other message is fanned out.
+    Does not leave the event loop, so it keeps `begin`'s promise: the subscriber is registered
+    before any other message is fanned out.
     """
-    state = sub_req.state
     state.hub.attach(sub)
-    state.hub.enter(sub_req.kind, sub_req.remote)
-    expiry = request.app[EXPIRY]
-    expiry.add(sub, sub_req.expires)
-    try:
-        yield
-    finally:
-        expiry.discard(sub)
-        state.hub.stats.disconnects[sub.reason] += 1
-        state.hub.leave(sub_req.kind, sub_req.remote)
-        state.hub.detach(sub)
-        await state.broker.release(sub.channels)
+    state.hub.enter(sub.framing.name, sub.remote)
+    state.expiry.add(sub, expires)
+
+
+def let_go(state: ServerState, sub: StreamSubscriber) -> None:
+    """Undo `hold` once the connection has ended, whoever ended it."""
+    hub = state.hub
+    state.expiry.discard(sub)
+    hub.stats.disconnects[sub.reason or "client"] += 1
+    hub.leave(sub.framing.name, sub.remote)
+    hub.detach(sub)
+    state.broker.release(sub.channels)

@@ -1,19 +1,58 @@
 """A held HTTP response (NDJSON stream or SSE) that the fan-out writes to directly.
 
-aiohttp sends the status line, headers and the first chunk; after that the hub writes
-pre-framed chunks straight to the transport, and aiohttp ends the chunked body on return.
+aiohttp checks the request and sends the status line, headers and padding; then the connection
+is handed off (see `handoff`) to a `HeldStream`, which is the transport's protocol and the
+hub's subscriber in one small object, until the client leaves or the server ends it.
 """
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
+from ..channel import Channel
 from ..frames import Framing
+from ..handoff import hand_off
+from ..state import ServerState
 from ..subscriber import StreamSubscriber
-from .common import begin, holding, int_param, open_channels, subscribe_request
+from .common import begin, hold, int_param, let_go, open_channels, subscribe_request
 
 HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
+LAST_CHUNK = b"0\r\n\r\n"
+
+
+class HeldStream(StreamSubscriber, asyncio.Protocol):
+    """A handed-off stream: what it receives is ignored, losing it unregisters it."""
+
+    __slots__ = ("state",)
+
+    def __init__(
+        self,
+        channels: list[Channel],
+        parts: dict[str, str],
+        remote: str,
+        transport: asyncio.Transport,
+        framing: Framing,
+        state: ServerState,
+    ) -> None:
+        super().__init__(channels, parts, remote, transport, framing)
+        self.state = state
+
+    def data_received(self, data: bytes) -> None:
+        """A held stream's client has nothing to say; a pipelined request is not answered."""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        let_go(self.state, self)
+
+    def end(self) -> None:
+        """Finish the body as aiohttp would (the last chunk) and close once it is sent."""
+        transport = self.transport
+        if not transport.is_closing():
+            if self.framing.chunked:
+                transport.write(LAST_CHUNK)
+            transport.close()
 
 
 async def serve_held(
@@ -23,7 +62,7 @@ async def serve_held(
     framings: tuple[Framing, Framing],
     cursor: str | None = None,
 ) -> web.StreamResponse:
-    """Hold a subscriber until it disconnects, is cut off or the server drains."""
+    """Check the request, send the head and hand the connection to a `HeldStream`."""
     sub_req = subscribe_request(request, kind, cursor)
     pad = int_param(request, "pad", 0, 0, sub_req.state.settings.max_pad)
     chunked, plain = framings
@@ -32,13 +71,14 @@ async def serve_held(
     response = web.StreamResponse(headers=HEADERS)
     response.content_type = content_type
     response.force_close()  # announced up front: clients must not reuse a held connection
-    request.protocol.keep_alive(False)  # as WebSocketResponse does: frees the idle-close timer
     await response.prepare(request)
     # The first write sends the headers; from here on everything goes straight to the transport.
     await response.write(framing.comment(b" " * pad))
-    sub, events = begin(sub_req, channels, StreamSubscriber, request.transport, framing)
+    sub, events = begin(sub_req, channels, HeldStream, request.transport, framing, sub_req.state)
+    handed = hand_off(request, sub)
+    if handed is None:
+        return response
     if events:
-        request.transport.write(framing.chunk(sub.encode(framing, events)))
-    async with holding(request, sub_req, sub):
-        await sub.closed
-    return response
+        sub.transport.write(framing.chunk(sub.encode(framing, events)))
+    hold(sub_req.state, sub, sub_req.expires)
+    return handed

@@ -62,7 +62,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
             timer.cancel()
             hub.remove_waiter(waiter)
             hub.leave("longpoll", sub_req.remote)
-            await sub_req.state.broker.release(waiter.channels)
+            sub_req.state.broker.release(waiter.channels)
         if waiter.sent:
             return SentResponse()
     if callback is None:
