@@ -6,9 +6,9 @@ one loop, to every one-channel subscriber of that framing. Long-poll waiters get
 A subscriber whose unsent bytes pass the limit is cut off and resumes from its cursor.
 
 A flush costs about one `send()` per subscriber whatever it carries, so when the last one was
-costly the next waits a little (a fifth of that cost, at most `max_flush_delay`) for more
-messages to share its writes: a publisher that sends one message per request then gets several
-into each flush instead of one. A cheap flush (a few hundred subscribers) never waits.
+costly the next waits a little (a fifth of that cost in whole milliseconds, at most
+`max_flush_delay`) for more messages to share its writes: a publisher that sends one message per
+request then gets several into each flush instead of one. A flush under 5 ms never waits.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -32,8 +33,6 @@ TRANSPORTS = ("longpoll", "stream", "sse", "ws")
 
 FLUSH_DELAY_SHARE = 0.2
 """The next flush waits at most this share of the last flush's duration."""
-FLUSH_DELAY_MIN = 0.0005
-"""Loop timers count whole milliseconds: a shorter wait would be none (uvloop) or 1 ms (asyncio)."""
 
 
 class HubStats:
@@ -144,7 +143,8 @@ class Hub:
             sub.transport.abort()
             sub.close("slow")
         delay = min(self.max_flush_delay, (time.perf_counter() - started) * FLUSH_DELAY_SHARE)
-        self.flush_delay = delay if delay >= FLUSH_DELAY_MIN else 0.0
+        # Loop timers count whole milliseconds; rounding down keeps the wait within its share.
+        self.flush_delay = math.floor(delay * 1000) / 1000
 
     def fan_out(self, ch: Channel, messages: list[Message], cut: list[StreamSubscriber]) -> None:
         """One-channel subscribers of `ch`: the same bytes for every subscriber of a framing."""

@@ -123,6 +123,7 @@ def test_settings_precedence(tmp_path, monkeypatch):
         (["--workers", "2"], "--workers > 1 needs --redis"),
         (["--history-size", "zero"], "history_size must be int"),
         (["--gc-threshold", "1,2"], "gc_threshold must be three integers"),
+        (["--max-flush-delay", "1"], "max_flush_delay must be between 0 and 0.1 seconds"),
         (["--config", "/nonexistent.toml"], "cannot read config file"),
     ],
 )

@@ -1,0 +1,62 @@
+"""A server in the test's own process and loop, for tests that look at its objects.
+
+It listens on an ephemeral loopback port like any other; clients are raw asyncio connections.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable
+
+from aiohttp import web
+
+from pushserver.app import create_app
+from pushserver.config import Settings
+from pushserver.state import STATE, ServerState
+
+DEADLINE = 20.0
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    """Poll `check` every loop turn (the server runs in this loop) until a deadline."""
+    end = time.monotonic() + DEADLINE
+    while not check():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+@contextlib.asynccontextmanager
+async def in_process(**settings: object) -> AsyncIterator[tuple[ServerState, web.AppRunner, int]]:
+    app = await create_app(Settings(port=0, **settings))
+    runner = web.AppRunner(app, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield app[STATE], runner, port
+    finally:
+        await runner.cleanup()
+
+
+async def open_stream(
+    port: int, path: str, version: str = "1.1"
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/{version}\r\nHost: x\r\n\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    return reader, writer, head
+
+
+async def read_until(reader: asyncio.StreamReader, marker: bytes) -> bytes:
+    return await asyncio.wait_for(reader.readuntil(marker), DEADLINE)
+
+
+async def read_chunk(reader: asyncio.StreamReader) -> bytes:
+    """One chunk of a chunked body: what the server wrote in one go."""
+    size = int(await read_until(reader, b"\r\n"), 16)
+    data = await asyncio.wait_for(reader.readexactly(size + 2), DEADLINE)
+    return data[:-2]

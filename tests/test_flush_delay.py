@@ -1,0 +1,30 @@
+"""After a costly fan-out the next flush waits (up to `--max-flush-delay`) so that messages a
+publisher sends one per request meanwhile share one write per subscriber; the publisher's 201
+does not wait for it."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+
+from .inprocess import in_process, open_stream, read_chunk
+
+
+@pytest.mark.parametrize("max_delay", [0.1, 0.0])
+async def test_publishes_inside_the_delay_share_one_write(max_delay: float) -> None:
+    async with in_process(max_flush_delay=max_delay) as (state, _, port):
+        reader, writer, _ = await open_stream(port, "/stream/fd")
+        assert await read_chunk(reader) == b"\n"  # the (empty) padding
+        # As if the last flush had been costly: the next one waits.
+        state.hub.flush_delay = max_delay
+        async with aiohttp.ClientSession() as session:
+            for n in range(3):
+                async with session.post(f"http://127.0.0.1:{port}/pub/fd", data=str(n)) as resp:
+                    assert resp.status == 201
+        chunks = [await read_chunk(reader)]
+        while sum(c.count(b"\n") for c in chunks) < 3:
+            chunks.append(await read_chunk(reader))
+        lines = b"".join(chunks).splitlines()
+        assert [line.count(b'"data":"%d"' % n) for n, line in enumerate(lines)] == [1, 1, 1]
+        assert len(chunks) == (1 if max_delay else 3)
+        writer.close()
