@@ -3,8 +3,8 @@
 Answering 10,000 held polls through aiohttp's response machinery costs a task switch, a
 Response and a header build per poll before the last client hears anything. For a plain
 HTTP/1.1 keep-alive poll the fan-out writes the whole answer itself (the same bytes for every
-one-channel waiter, built once); the handler then returns `SentResponse`, which writes nothing
-and keeps the connection alive, and aiohttp goes on to the client's next request.
+one-channel waiter, built once), and the connection goes back to aiohttp for the client's next
+request (see `transports.longpoll.HeldPoll`).
 
 The bytes are those aiohttp would send for the same answer. Anything that would change them
 (response-prepare hooks such as CORS, JSONP, HTTP/1.0, `Connection: close`) takes the ordinary
@@ -14,7 +14,6 @@ check.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from email.utils import formatdate
 
@@ -40,16 +39,15 @@ def json_answer(body: bytes) -> bytes:
     return (_HEAD % (len(body), _http_date())).encode() + body
 
 
-def direct_transport(request: web.Request) -> asyncio.Transport | None:
-    """The socket a long-poll may be answered on directly, or None for the ordinary path."""
-    if (
-        request.version != HttpVersion11
-        or not request.keep_alive
-        or request.app.on_response_prepare
-        or "callback" in request.query
-    ):
-        return None
-    return request.transport  # type: ignore[return-value]
+def answers_directly(request: web.Request) -> bool:
+    """Whether a long-poll may be answered with `json_answer` bytes written to its socket."""
+    return (
+        request.version == HttpVersion11
+        and request.keep_alive
+        and not request.body_exists
+        and not request.app.on_response_prepare
+        and "callback" not in request.query
+    )
 
 
 class SentResponse(web.StreamResponse):

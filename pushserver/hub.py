@@ -172,12 +172,12 @@ class Hub:
             body = longpoll_body(singles, ch.sent_position)
             answer = None
             for waiter in ch.waiters:
-                if waiter.transport is None:
+                if not waiter.direct:
                     waiter.resolve(body)
                     continue
                 if answer is None:
                     answer = json_answer(body)
-                waiter.send(answer, body)
+                waiter.send(answer)
             delivered["longpoll"] += len(ch.waiters) * len(messages)
             self.waiters.difference_update(ch.waiters)
             ch.waiters.clear()
@@ -252,8 +252,8 @@ class Hub:
         for ch in sub.channels:
             ch.multi.discard(sub)
             self._touch(ch)
-        if self._all_gone is not None and not self.streams and not self._all_gone.done():
-            self._all_gone.set_result(None)
+        if self._all_gone is not None:
+            self._check_gone()
 
     def add_waiter(self, waiter: Waiter) -> None:
         if waiter.single is not None:
@@ -271,6 +271,8 @@ class Hub:
         for ch in waiter.channels:
             ch.multi.discard(waiter)
             self._touch(ch)
+        if self._all_gone is not None:
+            self._check_gone()
 
     def enter(self, kind: str, remote: str) -> None:
         """Count a held connection (limits and /stats); `leave` undoes it."""
@@ -315,8 +317,13 @@ class Hub:
                 sub.transport.write(sub.framing.chunk(sub.framing.event(body, None)))
             sub.close("shutdown")
 
-    async def streams_gone(self) -> None:
-        """Shutdown: wait until every held stream has ended and been unregistered."""
-        if self.streams:
+    async def all_gone(self) -> None:
+        """Shutdown: wait until every held stream and long-poll has been unregistered."""
+        if self.streams or self.waiters:
             self._all_gone = self._loop.create_future()
             await self._all_gone
+
+    def _check_gone(self) -> None:
+        assert self._all_gone is not None
+        if not self.streams and not self.waiters and not self._all_gone.done():
+            self._all_gone.set_result(None)

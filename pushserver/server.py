@@ -118,7 +118,7 @@ async def _drain(runner: web.AppRunner, site: web.SockSite, state) -> None:
     await site.stop()
     state.hub.drain()
     await runner.cleanup()
-    await state.hub.streams_gone()
+    await state.hub.all_gone()
 
 
 def run(

@@ -93,35 +93,18 @@ class StreamSubscriber(Subscription):
 
 
 class Waiter(Subscription):
-    """A held long-poll, resolved with its answer body (shared by all one-channel waiters)."""
+    """A held long-poll. `resolve` answers it with a body (shared by all one-channel waiters);
+    a `direct` waiter writes its own answer, so the fan-out hands it the whole HTTP response
+    (built once, see `direct`) through `send`."""
 
-    __slots__ = ("future", "sent", "transport")
-
-    def __init__(
-        self,
-        channels: list[Channel],
-        parts: dict[str, str],
-        remote: str,
-        transport: asyncio.Transport | None = None,
-    ) -> None:
-        super().__init__(channels, parts, remote)
-        self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self.transport = transport
-        self.sent = False
+    __slots__ = ()
+    direct = False
 
     def resolve(self, body: bytes) -> None:
-        if not self.future.done():
-            self.future.set_result(body)
+        raise NotImplementedError
 
-    def send(self, answer: bytes, body: bytes) -> None:
-        """Write the whole HTTP `answer` on the socket (see `direct`); `body` if it is gone."""
-        if self.future.done():
-            return
-        assert self.transport is not None
-        if not self.transport.is_closing():
-            self.transport.write(answer)
-            self.sent = True
-        self.future.set_result(body)
+    def send(self, answer: bytes) -> None:
+        raise NotImplementedError
 
     def expire(self) -> None:
         """The hold time passed: answer with no messages and the unchanged cursor."""
@@ -130,3 +113,18 @@ class Waiter(Subscription):
     def answer(self, events: Iterable[Event]) -> bytes:
         bodies = self.bodies(events)
         return longpoll_body(bodies, self.cursor)
+
+
+class AwaitedPoll(Waiter):
+    """A long-poll whose handler waits for the body and answers through aiohttp (JSONP,
+    HTTP/1.0, CORS: anything the prebuilt answer would get wrong)."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, channels: list[Channel], parts: dict[str, str], remote: str) -> None:
+        super().__init__(channels, parts, remote)
+        self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def resolve(self, body: bytes) -> None:
+        if not self.future.done():
+            self.future.set_result(body)

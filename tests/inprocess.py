@@ -60,3 +60,15 @@ async def read_chunk(reader: asyncio.StreamReader) -> bytes:
     size = int(await read_until(reader, b"\r\n"), 16)
     data = await asyncio.wait_for(reader.readexactly(size + 2), DEADLINE)
     return data[:-2]
+
+
+async def read_response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
+    """One HTTP response with a Content-Length body: (head, body)."""
+    head = await read_until(reader, b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    body = await asyncio.wait_for(reader.readexactly(length), DEADLINE)
+    return head, body

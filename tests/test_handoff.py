@@ -1,9 +1,10 @@
-"""Held NDJSON and SSE streams are handed off from aiohttp once their head is out.
+"""Held connections are handed off from aiohttp while they wait.
 
 The server runs in this process (on both loops it supports) so the test can look at what aiohttp
 still holds: nothing of a handed-off connection may remain (no `RequestHandler`, no request
-task, nothing in the server's connection list), while the socket keeps working: messages and
-heartbeats arrive, a client leaving is noticed, and a drain ends each body properly.
+task, nothing in the server's connection list), while the socket keeps working. Streams get
+messages and heartbeats, a client leaving is noticed, and a drain ends each body properly.
+Long-polls get their answer and their connection back in aiohttp's hands for the next request.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import uvloop
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from .inprocess import DEADLINE, in_process, open_stream, read_until, until
+from .inprocess import DEADLINE, in_process, open_stream, read_response, read_until, until
+
+NOTHING = {"handlers": 0, "tasks": 0, "connections": 0}
 
 
 def aiohttp_leftovers(runner: web.AppRunner) -> dict[str, int]:
@@ -44,8 +47,7 @@ async def scenario() -> None:
             assert head.startswith(b"HTTP/1.0 200 OK\r\n")
         await until(lambda: state.hub.connection_total == 12, "12 held streams")
         # The last hand-off's tasks finish and aiohttp forgets it within a few loop turns.
-        nothing = {"handlers": 0, "tasks": 0, "connections": 0}
-        await until(lambda: aiohttp_leftovers(runner) == nothing, "aiohttp to let go")
+        await until(lambda: aiohttp_leftovers(runner) == NOTHING, "aiohttp to let go")
 
         # A pipelined request on a held stream is read and ignored; the stream goes on.
         streams[0][1].write(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -70,7 +72,7 @@ async def scenario() -> None:
 
         # Draining: each stream is told to reconnect, its body is ended, then the socket closed.
         state.hub.drain()
-        await asyncio.wait_for(state.hub.streams_gone(), DEADLINE)
+        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
         assert state.hub.connection_total == 0
         assert state.hub.stats.disconnects["shutdown"] == 8
         for reader, _, _ in streams[:3] + sse[:2]:
@@ -83,8 +85,66 @@ async def scenario() -> None:
             assert last["type"] == "reconnect"
 
 
+def poll(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+
+
+async def answer(reader: asyncio.StreamReader) -> dict:
+    head, body = await read_response(reader)
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" not in head
+    return json.loads(body)
+
+
+async def poll_scenario() -> None:
+    async with in_process() as (state, runner, port):
+        conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(5)]
+        for _, writer in conns:
+            writer.write(poll("/lp/hp?timeout=60"))
+        await until(lambda: state.hub.connection_total == 5, "5 held polls")
+        await until(lambda: aiohttp_leftovers(runner) == NOTHING, "aiohttp to let go")
+
+        # A request sent while the poll waits is answered after it, by aiohttp.
+        conns[0][1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await state.broker.publish([("hp", b'"m1"')])
+        cursors = []
+        for reader, _ in conns:
+            doc = await answer(reader)
+            assert [m["data"] for m in doc["messages"]] == ["m1"]
+            cursors.append(doc["cursor"])
+        head, body = await read_response(conns[0][0])
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and body == b"ok"
+        assert state.hub.connection_total == 0
+
+        # Every connection is aiohttp's again and carries the next poll: one expires empty,
+        # one is answered from the history, the rest wait for the next message.
+        await until(lambda: len(runner.server.connections) == 5, "connections given back")
+        conns[1][1].write(poll(f"/lp/hp?timeout=0.05&cursor={cursors[1]}"))
+        doc = await answer(conns[1][0])
+        assert doc == {"messages": [], "cursor": cursors[1]}
+        conns[2][1].write(poll("/lp/hp?history=1"))
+        assert [m["data"] for m in (await answer(conns[2][0]))["messages"]] == ["m1"]
+        for _, writer in conns[3:]:
+            writer.write(poll(f"/lp/hp?cursor={cursors[3]}"))
+        await until(lambda: state.hub.connection_total == 2, "2 held polls")
+
+        # A client that leaves while its poll waits is unregistered.
+        conns[4][1].close()
+        await until(lambda: state.hub.connection_total == 1, "the poll to be let go")
+
+        # Draining answers the last poll with its cursor, then closes the connection.
+        state.draining = True
+        state.hub.drain()
+        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
+        doc = await answer(conns[3][0])
+        assert doc == {"messages": [], "cursor": cursors[3]}
+        assert await asyncio.wait_for(conns[3][0].read(), DEADLINE) == b""
+        for _, writer in conns[:4]:
+            writer.close()
+
+
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-def test_held_streams_leave_aiohttp_and_keep_working(loop: str) -> None:
+@pytest.mark.parametrize("run", [scenario, poll_scenario], ids=["streams", "polls"])
+def test_held_connections_leave_aiohttp_and_keep_working(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(scenario())
+        runner.run(run())

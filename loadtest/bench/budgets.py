@@ -37,12 +37,12 @@ async def _held(url: str, n: int, timeout: float = 120) -> dict:
         await asyncio.sleep(0.05)
 
 
-async def _idle_rss(bench: Bench, url: str, n: int) -> tuple[float, int]:
-    """Server RSS bytes per held idle stream connection, and how many were held."""
+async def _idle_rss(url: str, n: int, transport: str) -> tuple[float, int]:
+    """Server RSS bytes per held idle connection, and how many were held."""
     names = [channel("idle") for _ in range(IDLE_CHANNELS)]
     per_proc = -(-n // IDLE_PROCESSES)
     listen = [names[i % IDLE_CHANNELS] for i in range(n)]
-    plans = [SubPlan(url, "stream", listen[i : i + per_proc], 0) for i in range(0, n, per_proc)]
+    plans = [SubPlan(url, transport, listen[i : i + per_proc], 0) for i in range(0, n, per_proc)]
     before = await _held(url, 0)
     async with ClientPool(plans) as pool:
         after = await _held(url, n)
@@ -63,8 +63,8 @@ async def run(bench: Bench) -> list[Table]:
         "publishers' messages coalesce into one write per flush); long-poll: one message to "
         "N held polls of one channel; latency: the next message is published when every "
         "subscriber has the last (1→N: subscribers in the bench process); memory: "
-        f"idle stream connections over {IDLE_CHANNELS} channels from {IDLE_PROCESSES} client "
-        "processes, RSS from /stats"
+        f"idle connections over {IDLE_CHANNELS} channels from {IDLE_PROCESSES} client "
+        "processes (long-polls held with ?timeout=60), RSS from /stats"
     )
 
     def row(label: str, value: float, budget: str, ok: bool | None, r: dict | None = None) -> None:
@@ -109,12 +109,20 @@ async def run(bench: Bench) -> list[Table]:
         median, p99, _ = summary_ms(r["latencies"])
         row(f"1→{subs:,} stream latency p50 ms (all subscribers)", median, "", None, r)
         row(f"1→{subs:,} stream latency p99 ms", p99, "", None)
-    for n in (bench.size(10_000, 100), bench.size(19_000, 190)):
+    small, large = bench.size(10_000, 100), bench.size(19_000, 190)
+    loads = [
+        (small, "stream"),
+        (large, "stream"),
+        (small, "sse"),
+        (small, "ws"),
+        (small, "longpoll"),
+    ]
+    for n, transport in loads:
         with bench.server() as url:
-            per_conn, held = await _idle_rss(bench, url, n)
+            per_conn, held = await _idle_rss(url, n, transport)
         kb = per_conn / 1024
         row(
-            f"server RSS KB per idle connection ({held:,} held)",
+            f"server RSS KB per idle connection ({held:,} held, {transport})",
             kb,
             "<= 10",
             kb <= 10,

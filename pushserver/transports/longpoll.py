@@ -1,5 +1,8 @@
 """`GET /lp/{channels}`: answer at once with what is buffered after the cursor, or hold the
-request until a message comes or the timeout passes. `?callback=` wraps the answer as JSONP."""
+request until a message comes or the timeout passes. `?callback=` wraps the answer as JSONP.
+
+A plain HTTP/1.1 keep-alive poll waits handed off from aiohttp (see `handoff`) as a `HeldPoll`;
+the rest (JSONP, HTTP/1.0, CORS) wait in their handler as an `AwaitedPoll`."""
 
 from __future__ import annotations
 
@@ -8,10 +11,13 @@ import re
 
 from aiohttp import web
 
-from ..direct import SentResponse, direct_transport
+from ..channel import Channel
+from ..direct import SentResponse, answers_directly, json_answer
 from ..errors import bad_request
 from ..frames import longpoll_body
-from ..subscriber import Waiter
+from ..handoff import ProtocolFactory, give_back, hand_off, http_protocol_factory
+from ..state import ServerState
+from ..subscriber import AwaitedPoll, Waiter
 from .common import begin, open_channels, subscribe_request
 
 CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
@@ -40,31 +46,112 @@ def _callback(request: web.Request) -> str | None:
     return callback
 
 
+def hold(state: ServerState, poll: Waiter, timeout: float) -> asyncio.TimerHandle:
+    """Register a waiting poll and start its hold time; `let_go` undoes both."""
+    state.hub.add_waiter(poll)
+    state.hub.enter("longpoll", poll.remote)
+    return asyncio.get_running_loop().call_later(timeout, poll.expire)
+
+
+def let_go(state: ServerState, poll: Waiter, timer: asyncio.TimerHandle) -> None:
+    timer.cancel()
+    state.hub.remove_waiter(poll)
+    state.hub.leave("longpoll", poll.remote)
+    state.broker.release(poll.channels)
+
+
+class HeldPoll(Waiter, asyncio.Protocol):
+    """A waiting poll after the hand-off: the transport's protocol and the hub's waiter in one
+    object. Its answer is written straight to the socket, then the connection goes back to
+    aiohttp (closed instead while the server drains)."""
+
+    __slots__ = ("answered", "http", "received", "state", "timer", "transport")
+    direct = True
+
+    def __init__(
+        self,
+        channels: list[Channel],
+        parts: dict[str, str],
+        remote: str,
+        transport: asyncio.Transport,
+        state: ServerState,
+        http: ProtocolFactory,
+    ) -> None:
+        super().__init__(channels, parts, remote)
+        self.transport = transport
+        self.state = state
+        self.http = http
+        self.received = b""
+        self.answered = False
+        self.timer: asyncio.TimerHandle | None = None
+
+    def resolve(self, body: bytes) -> None:
+        self.send(json_answer(body))
+
+    def send(self, answer: bytes) -> None:
+        if self.answered:
+            return
+        self.answered = True
+        if not self.transport.is_closing():
+            self.transport.write(answer)
+        # After the fan-out loop: the last waiter's answer should not wait for the others'.
+        asyncio.get_running_loop().call_soon(self._answered)
+
+    def _answered(self) -> None:
+        assert self.timer is not None
+        let_go(self.state, self, self.timer)
+        transport = self.transport
+        if transport.is_closing():
+            return
+        if self.state.draining:
+            transport.close()
+            return
+        give_back(transport, self.http, self.received)
+        if self.received:
+            transport.resume_reading()
+
+    def data_received(self, data: bytes) -> None:
+        """The client's next request, sent early: kept for aiohttp, and reading paused so the
+        client cannot make the server hold more than one read of it."""
+        self.received += data
+        self.transport.pause_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.answered:
+            self.answered = True
+            assert self.timer is not None
+            let_go(self.state, self, self.timer)
+
+
 async def handle(request: web.Request) -> web.StreamResponse:
     sub_req = subscribe_request(request, "longpoll")
-    settings = sub_req.state.settings
-    timeout = _timeout(request, settings.default_timeout, settings.max_timeout)
+    state = sub_req.state
+    timeout = _timeout(request, state.settings.default_timeout, state.settings.max_timeout)
     callback = _callback(request)
-    hub = sub_req.state.hub
     channels = await open_channels(sub_req)
-    waiter, events = begin(sub_req, channels, Waiter, direct_transport(request))
-    if events:
-        body = waiter.answer(events)
-    elif timeout == 0:
-        body = longpoll_body([], waiter.cursor)
+    poll: Waiter
+    if answers_directly(request):
+        http = http_protocol_factory(request)
+        poll, events = begin(sub_req, channels, HeldPoll, request.transport, state, http)
     else:
-        hub.add_waiter(waiter)
-        hub.enter("longpoll", sub_req.remote)
-        timer = asyncio.get_running_loop().call_later(timeout, waiter.expire)
-        try:
-            body = await waiter.future
-        finally:
-            timer.cancel()
-            hub.remove_waiter(waiter)
-            hub.leave("longpoll", sub_req.remote)
-            sub_req.state.broker.release(waiter.channels)
-        if waiter.sent:
+        poll, events = begin(sub_req, channels, AwaitedPoll)
+    if events:
+        body = poll.answer(events)
+    elif timeout == 0:
+        body = longpoll_body([], poll.cursor)
+    elif isinstance(poll, HeldPoll):
+        handed = hand_off(request, poll)
+        if handed is None:  # the client is gone
             return SentResponse()
+        poll.timer = hold(state, poll, timeout)
+        return handed
+    else:
+        assert isinstance(poll, AwaitedPoll)
+        timer = hold(state, poll, timeout)
+        try:
+            body = await poll.future
+        finally:
+            let_go(state, poll, timer)
     if callback is None:
         return web.Response(body=body, content_type="application/json", headers=HEADERS)
     return web.Response(
