@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from .frames import Framing, Gap, Message, longpoll_body
 
@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     from .channel import Channel
 
 Event = Message | Gap
+
+
+class Start(NamedTuple):
+    """Where a new subscription starts: its channels, its position in each, and its client."""
+
+    channels: list[Channel]
+    parts: dict[str, str]
+    remote: str
 
 
 class Subscription:
@@ -27,11 +35,9 @@ class Subscription:
 
     __slots__ = ("channels", "parts", "remote", "single")
 
-    def __init__(self, channels: list[Channel], parts: dict[str, str], remote: str) -> None:
-        self.channels = channels
-        self.single = channels[0] if len(channels) == 1 else None
-        self.parts = parts
-        self.remote = remote
+    def __init__(self, start: Start) -> None:
+        self.channels, self.parts, self.remote = start
+        self.single = self.channels[0] if len(self.channels) == 1 else None
 
     @property
     def cursor(self) -> str:
@@ -69,15 +75,8 @@ class StreamSubscriber(Subscription):
 
     __slots__ = ("framing", "reason", "transport")
 
-    def __init__(
-        self,
-        channels: list[Channel],
-        parts: dict[str, str],
-        remote: str,
-        transport: asyncio.Transport,
-        framing: Framing,
-    ) -> None:
-        super().__init__(channels, parts, remote)
+    def __init__(self, start: Start, transport: asyncio.Transport, framing: Framing) -> None:
+        super().__init__(start)
         self.transport = transport
         self.framing = framing
         self.reason: str | None = None
@@ -121,8 +120,8 @@ class AwaitedPoll(Waiter):
 
     __slots__ = ("future",)
 
-    def __init__(self, channels: list[Channel], parts: dict[str, str], remote: str) -> None:
-        super().__init__(channels, parts, remote)
+    def __init__(self, start: Start) -> None:
+        super().__init__(start)
         self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
     def resolve(self, body: bytes) -> None:

@@ -12,7 +12,7 @@ from ..channel import Channel
 from ..errors import ApiError, bad_request, unavailable
 from ..names import Position, parse_channels, parse_cursor, restrict
 from ..state import STATE, ServerState
-from ..subscriber import Event, StreamSubscriber, Subscription
+from ..subscriber import Event, Start, StreamSubscriber, Subscription
 from ..tokens import verify
 
 S = TypeVar("S", bound=Subscription)
@@ -101,7 +101,7 @@ def begin(
     no message can slip between the backlog and live delivery or arrive twice.
     """
     events, parts = sub_req.state.hub.backlog(channels, sub_req.positions, sub_req.history)
-    return factory(channels, parts, sub_req.remote, *args), events
+    return factory(Start(channels, parts, sub_req.remote), *args), events
 
 
 def hold(state: ServerState, sub: StreamSubscriber, expires: float | None) -> None:

@@ -12,11 +12,10 @@ import asyncio
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
-from ..channel import Channel
 from ..frames import Framing
 from ..handoff import hand_off
 from ..state import ServerState
-from ..subscriber import StreamSubscriber
+from ..subscriber import Start, StreamSubscriber
 from .common import begin, hold, int_param, let_go, open_channels, subscribe_request
 
 HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
@@ -29,15 +28,9 @@ class HeldStream(StreamSubscriber, asyncio.Protocol):
     __slots__ = ("state",)
 
     def __init__(
-        self,
-        channels: list[Channel],
-        parts: dict[str, str],
-        remote: str,
-        transport: asyncio.Transport,
-        framing: Framing,
-        state: ServerState,
+        self, start: Start, transport: asyncio.Transport, framing: Framing, state: ServerState
     ) -> None:
-        super().__init__(channels, parts, remote, transport, framing)
+        super().__init__(start, transport, framing)
         self.state = state
 
     def data_received(self, data: bytes) -> None:

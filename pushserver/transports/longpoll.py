@@ -11,13 +11,12 @@ import re
 
 from aiohttp import web
 
-from ..channel import Channel
 from ..direct import SentResponse, answers_directly, json_answer
 from ..errors import bad_request
 from ..frames import longpoll_body
 from ..handoff import ProtocolFactory, give_back, hand_off, http_protocol_factory
 from ..state import ServerState
-from ..subscriber import AwaitedPoll, Waiter
+from ..subscriber import AwaitedPoll, Start, Waiter
 from .common import begin, open_channels, subscribe_request
 
 CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
@@ -69,15 +68,9 @@ class HeldPoll(Waiter, asyncio.Protocol):
     direct = True
 
     def __init__(
-        self,
-        channels: list[Channel],
-        parts: dict[str, str],
-        remote: str,
-        transport: asyncio.Transport,
-        state: ServerState,
-        http: ProtocolFactory,
+        self, start: Start, transport: asyncio.Transport, state: ServerState, http: ProtocolFactory
     ) -> None:
-        super().__init__(channels, parts, remote)
+        super().__init__(start)
         self.transport = transport
         self.state = state
         self.http = http

@@ -7,9 +7,8 @@ import asyncio
 
 from aiohttp import WSCloseCode, web
 
-from ..channel import Channel
 from ..frames import WEBSOCKET
-from ..subscriber import StreamSubscriber
+from ..subscriber import Start, StreamSubscriber
 from .common import begin, hold, let_go, open_channels, subscribe_request
 
 _closing: set[asyncio.Task[bool]] = set()
@@ -24,14 +23,9 @@ class WsStream(StreamSubscriber):
     __slots__ = ("ws",)
 
     def __init__(
-        self,
-        channels: list[Channel],
-        parts: dict[str, str],
-        remote: str,
-        transport: asyncio.Transport,
-        ws: web.WebSocketResponse,
+        self, start: Start, transport: asyncio.Transport, ws: web.WebSocketResponse
     ) -> None:
-        super().__init__(channels, parts, remote, transport, WEBSOCKET)
+        super().__init__(start, transport, WEBSOCKET)
         self.ws = ws
 
     def end(self) -> None:
