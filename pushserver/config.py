@@ -46,7 +46,7 @@ class Settings:
     max_flush_delay: float = _setting(
         0.002,
         "seconds a flush may wait for more messages to share its writes when the last one "
-        "was costly (30 % of its duration in whole ms, at most this; 0 = never wait)",
+        "was costly (30 percent of its duration in whole ms, at most this; 0 = never wait)",
     )
     max_message_bytes: int = _setting(64 << 10, "largest published message body (413 above)")
     max_batch: int = _setting(1000, "largest number of messages in one POST /pub batch")

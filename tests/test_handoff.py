@@ -5,18 +5,25 @@ still holds: nothing of a handed-off connection may remain (no `RequestHandler`,
 task, nothing in the server's connection list), while the socket keeps working. Streams get
 messages and heartbeats, a client leaving is noticed, and a drain ends each body properly.
 Long-polls get their answer and their connection back in aiohttp's hands for the next request.
+WebSockets get pongs and the close handshake, and a broken frame closes them with 1002.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import gc
 import json
+import os
+import struct
 
 import pytest
 import uvloop
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
+
+from pushserver.frames import ws_frame
+from pushserver.transports.wsframes import CLOSE, PING, PONG, TEXT
 
 from .inprocess import DEADLINE, in_process, open_stream, read_response, read_until, until
 
@@ -142,8 +149,84 @@ async def poll_scenario() -> None:
             writer.close()
 
 
+def masked(opcode: int, payload: bytes) -> bytes:
+    """A client frame: masked, as RFC 6455 requires."""
+    mask = os.urandom(4)
+    data = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return ws_frame(opcode, b"")[:1] + bytes([0x80 | len(payload)]) + mask + data
+
+
+async def frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """The next server frame (unmasked, payloads under 64 KiB)."""
+    first, length = await asyncio.wait_for(reader.readexactly(2), DEADLINE)
+    if length == 126:
+        (length,) = struct.unpack("!H", await reader.readexactly(2))
+    return first & 0x0F, await reader.readexactly(length)
+
+
+async def open_ws(port: int, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(
+        f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+    )
+    head = await read_until(reader, b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101 ")
+    return reader, writer
+
+
+async def ws_scenario() -> None:
+    async with in_process() as (state, runner, port):
+        conns = [await open_ws(port, "/ws/hw") for _ in range(4)]
+        await until(lambda: state.hub.connection_total == 4, "4 held websockets")
+        await until(lambda: aiohttp_leftovers(runner) == NOTHING, "aiohttp to let go")
+
+        await state.broker.publish([("hw", b'"m1"')])
+        for reader, _ in conns:
+            opcode, payload = await frame(reader)
+            assert opcode == TEXT and json.loads(payload)["data"] == "m1"
+
+        # Pings are answered, data frames ignored, a frame split over writes put together.
+        (r0, w0), (r1, w1), (r2, w2), (r3, w3) = conns
+        w0.write(masked(PING, b"hi"))
+        assert await frame(r0) == (PONG, b"hi")
+        ping = masked(PING, b"again")
+        w1.write(masked(TEXT, b"ignored") + ping[:3])
+        await asyncio.sleep(0)
+        w1.write(ping[3:])
+        assert await frame(r1) == (PONG, b"again")
+
+        # The client closes: the server answers with the same code and lets go.
+        w2.write(masked(CLOSE, struct.pack("!H", 1000)))
+        assert await frame(r2) == (CLOSE, struct.pack("!H", 1000))
+        assert await asyncio.wait_for(r2.read(), DEADLINE) == b""
+        # A frame that breaks the protocol (unmasked) is closed with 1002.
+        w3.write(ws_frame(TEXT, b"unmasked"))
+        opcode, payload = await frame(r3)
+        assert opcode == CLOSE and payload[:2] == struct.pack("!H", 1002)
+        w3.write(masked(CLOSE, payload[:2]))
+        assert await asyncio.wait_for(r3.read(), DEADLINE) == b""
+        await until(lambda: state.hub.connection_total == 2, "2 websockets let go")
+
+        # Draining closes with 1012 (service restart) and waits for the client's close.
+        state.hub.drain()
+        for reader, writer in conns[:2]:
+            opcode, payload = await frame(reader)
+            assert opcode == TEXT and json.loads(payload)["type"] == "reconnect"
+            assert await frame(reader) == (CLOSE, struct.pack("!H", 1012) + b"shutdown")
+            writer.write(masked(CLOSE, struct.pack("!H", 1012)))
+            assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
+        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
+        assert state.hub.stats.disconnects == {"client": 2, "shutdown": 2}
+        for _, writer in conns:
+            writer.close()
+
+
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
-@pytest.mark.parametrize("run", [scenario, poll_scenario], ids=["streams", "polls"])
+@pytest.mark.parametrize(
+    "run", [scenario, poll_scenario, ws_scenario], ids=["streams", "polls", "websockets"]
+)
 def test_held_connections_leave_aiohttp_and_keep_working(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:

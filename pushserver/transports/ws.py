@@ -1,5 +1,9 @@
-"""`GET /ws/{channels}`: WebSocket, one JSON text frame per event; frames from the client are
-read (for close and pong) and otherwise ignored."""
+"""`GET /ws/{channels}`: WebSocket, one JSON text frame per event.
+
+aiohttp checks the request and answers the handshake; then the connection is handed off (see
+`handoff`) to a `HeldWs`, the transport's protocol and the hub's subscriber in one object. It
+answers pings and the close handshake and ignores data frames.
+"""
 
 from __future__ import annotations
 
@@ -7,50 +11,79 @@ import asyncio
 
 from aiohttp import WSCloseCode, web
 
-from ..frames import WEBSOCKET
+from ..frames import WEBSOCKET, ws_frame
+from ..handoff import hand_off
+from ..state import ServerState
 from ..subscriber import Start, StreamSubscriber
 from .common import begin, hold, let_go, open_channels, subscribe_request
-
-_closing: set[asyncio.Task[bool]] = set()
-"""Close handshakes under way, referenced until done so they are not collected mid-flight."""
+from .wsframes import CLOSE, MAX_FRAME, PING, PONG, FrameError, client_frames
 
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
+CLOSE_WAIT = 5.0
+"""Seconds a server-side close waits for the client's close frame before dropping the socket."""
 
 
-class WsStream(StreamSubscriber):
-    """A WebSocket subscriber; aiohttp keeps the connection, to read the client's frames."""
+def close_frame(code: int, reason: bytes = b"") -> bytes:
+    return ws_frame(CLOSE, code.to_bytes(2, "big") + reason[:123])
 
-    __slots__ = ("ws",)
 
-    def __init__(
-        self, start: Start, transport: asyncio.Transport, ws: web.WebSocketResponse
-    ) -> None:
+class HeldWs(StreamSubscriber, asyncio.Protocol):
+    """A handed-off WebSocket subscriber; `unread` holds a frame still arriving."""
+
+    __slots__ = ("closing", "state", "unread")
+
+    def __init__(self, start: Start, transport: asyncio.Transport, state: ServerState) -> None:
         super().__init__(start, transport, WEBSOCKET)
-        self.ws = ws
+        self.state = state
+        self.unread = b""
+        self.closing = False
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames, self.unread = client_frames(self.unread + data)
+        except FrameError as exc:
+            self.unread = b""
+            self._close(exc.code, exc.reason.encode())
+            return
+        transport = self.transport
+        for opcode, payload in frames:
+            if opcode == PING:
+                transport.write(ws_frame(PONG, payload))
+            elif opcode == CLOSE:
+                if not self.closing:
+                    self.closing = True
+                    transport.write(ws_frame(CLOSE, payload[:2]))
+                transport.close()
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        let_go(self.state, self)
 
     def end(self) -> None:
-        """Start the close handshake with a code that says why; the handler then lets go."""
+        """Start the close handshake with a code that says why."""
         reason = str(self.reason)
-        if not self.ws.closed:
-            code = CLOSE_CODES.get(reason, WSCloseCode.GOING_AWAY)
-            task = asyncio.ensure_future(self.ws.close(code=code, message=reason.encode()))
-            _closing.add(task)
-            task.add_done_callback(_closing.discard)
+        self._close(CLOSE_CODES.get(reason, WSCloseCode.GOING_AWAY), reason.encode())
+
+    def _close(self, code: int, reason: bytes) -> None:
+        transport = self.transport
+        if self.closing or transport.is_closing():
+            return
+        self.closing = True
+        transport.write(close_frame(code, reason))
+        asyncio.get_running_loop().call_later(CLOSE_WAIT, transport.abort)
 
 
-async def handle(request: web.Request) -> web.WebSocketResponse:
+async def handle(request: web.Request) -> web.StreamResponse:
     sub_req = subscribe_request(request, "ws")
     channels = await open_channels(sub_req)
-    ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=64 << 10)
+    ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
     await ws.prepare(request)
-    sub, events = begin(sub_req, channels, WsStream, request.transport, ws)
+    sub, events = begin(sub_req, channels, HeldWs, request.transport, sub_req.state)
+    handed = hand_off(request, sub)
+    if handed is None:
+        return ws
     backlog = sub.encode(WEBSOCKET, events)
     if backlog:
-        request.transport.write(backlog)
+        sub.transport.write(backlog)
     hold(sub_req.state, sub, sub_req.expires)
-    try:
-        async for _ in ws:
-            pass
-    finally:
-        let_go(sub_req.state, sub)
-    return ws
+    return handed
