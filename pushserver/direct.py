@@ -3,8 +3,9 @@
 Answering 10,000 held polls through aiohttp's response machinery costs a task switch, a
 Response and a header build per poll before the last client hears anything. For a plain
 HTTP/1.1 keep-alive poll the fan-out writes the whole answer itself (the same bytes for every
-one-channel waiter, built once), and the connection goes back to aiohttp for the client's next
-request (see `transports.longpoll.HeldPoll`).
+one-channel waiter, built once); the handler then returns `SentResponse`, which writes nothing
+and keeps the connection alive for the client's next request (a poll handed off while it waited
+has its connection given back instead: see `transports.longpoll.DirectPoll`).
 
 The bytes are those aiohttp would send for the same answer. Anything that would change them
 (response-prepare hooks such as CORS, JSONP, HTTP/1.0, `Connection: close`) takes the ordinary

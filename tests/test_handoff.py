@@ -4,7 +4,8 @@ The server runs in this process (on both loops it supports) so the test can look
 still holds: nothing of a handed-off connection may remain (no `RequestHandler`, no request
 task, nothing in the server's connection list), while the socket keeps working. Streams get
 messages and heartbeats, a client leaving is noticed, and a drain ends each body properly.
-Long-polls get their answer and their connection back in aiohttp's hands for the next request.
+Long-polls (handed off once they have waited `HAND_OFF_AFTER`) get their answer and their
+connection back in aiohttp's hands for the next request.
 WebSockets get pongs and the close handshake, and a broken frame closes them with 1002.
 """
 
@@ -23,6 +24,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from pushserver.frames import ws_frame
+from pushserver.transports import longpoll
 from pushserver.transports.wsframes import CLOSE, PING, PONG, TEXT
 
 from .inprocess import DEADLINE, in_process, open_stream, read_response, read_until, until
@@ -132,7 +134,10 @@ async def poll_scenario() -> None:
         assert [m["data"] for m in (await answer(conns[2][0]))["messages"]] == ["m1"]
         for _, writer in conns[3:]:
             writer.write(poll(f"/lp/hp?cursor={cursors[3]}"))
-        await until(lambda: state.hub.connection_total == 2, "2 held polls")
+        await until(
+            lambda: state.hub.connection_total == 2 and len(runner.server.connections) == 3,
+            "2 polls handed off again, 3 idle keep-alive connections with aiohttp",
+        )
 
         # A client that leaves while its poll waits is unregistered.
         conns[4][1].close()
@@ -227,7 +232,10 @@ async def ws_scenario() -> None:
 @pytest.mark.parametrize(
     "run", [scenario, poll_scenario, ws_scenario], ids=["streams", "polls", "websockets"]
 )
-def test_held_connections_leave_aiohttp_and_keep_working(loop: str, run) -> None:
+def test_held_connections_leave_aiohttp_and_keep_working(
+    loop: str, run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(longpoll, "HAND_OFF_AFTER", 0.05)
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
     with asyncio.Runner(loop_factory=factory) as runner:
         runner.run(run())

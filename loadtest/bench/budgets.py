@@ -20,6 +20,9 @@ from .table import Table
 IDLE_PROCESSES = 4
 IDLE_CHANNELS = 100
 FAN_PUBLISHERS = 10
+IDLE_SECONDS = 2.0
+"""How long the connections are held before RSS is read: a waiting long-poll is handed off from
+aiohttp after 1 s (`transports.longpoll.HAND_OFF_AFTER`)."""
 
 
 async def _held(url: str, n: int, timeout: float = 120) -> dict:
@@ -45,6 +48,8 @@ async def _idle_rss(url: str, n: int, transport: str) -> tuple[float, int]:
     plans = [SubPlan(url, transport, listen[i : i + per_proc], 0) for i in range(0, n, per_proc)]
     before = await _held(url, 0)
     async with ClientPool(plans) as pool:
+        await _held(url, n)
+        await asyncio.sleep(IDLE_SECONDS)
         after = await _held(url, n)
         await pool.collect()
     held = after["connections"]["total"]
@@ -64,7 +69,8 @@ async def run(bench: Bench) -> list[Table]:
         "N held polls of one channel; latency: the next message is published when every "
         "subscriber has the last (1→N: subscribers in the bench process); memory: "
         f"idle connections over {IDLE_CHANNELS} channels from {IDLE_PROCESSES} client "
-        "processes (long-polls held with ?timeout=60), RSS from /stats"
+        "processes (long-polls held with ?timeout=60), RSS from /stats after "
+        f"{IDLE_SECONDS:g} s idle"
     )
 
     def row(label: str, value: float, budget: str, ok: bool | None, r: dict | None = None) -> None:
