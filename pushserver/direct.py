@@ -53,10 +53,11 @@ def answers_directly(request: web.Request) -> bool:
 
 class SentResponse(web.StreamResponse):
     """What a handler returns when its answer went out another way: nothing for aiohttp to
-    send (a long-poll the fan-out answered, a stream handed off by `handoff`)."""
+    send (a long-poll the fan-out answered, a connection handed off by `handoff`). `status` is
+    what went out, for the access log."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, status: int = 200) -> None:
+        super().__init__(status=status)
         self._keep_alive = True
 
     async def prepare(self, request: web.BaseRequest) -> None:

@@ -33,8 +33,11 @@ def http_protocol_factory(request: web.Request) -> ProtocolFactory:
     return request.protocol._manager  # type: ignore[return-value]
 
 
-def hand_off(request: web.Request, protocol: asyncio.Protocol) -> web.StreamResponse | None:
-    """Give the request's connection to `protocol`; the handler returns what this returns.
+def hand_off(
+    request: web.Request, protocol: asyncio.Protocol, status: int = 200
+) -> web.StreamResponse | None:
+    """Give the request's connection to `protocol`; the handler returns what this returns
+    (`status`, the status already sent, is for the access log).
 
     None means the client is already gone (nothing was handed off).
     """
@@ -46,7 +49,7 @@ def hand_off(request: web.Request, protocol: asyncio.Protocol) -> web.StreamResp
     protocol.connection_made(transport)
     handler.transport = None
     handler.connection_lost(None)
-    return SentResponse()
+    return SentResponse(status)
 
 
 def give_back(transport: asyncio.Transport, factory: ProtocolFactory, received: bytes) -> None:

@@ -79,7 +79,7 @@ async def handle(request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
     await ws.prepare(request)
     sub, events = begin(sub_req, channels, HeldWs, request.transport, sub_req.state)
-    handed = hand_off(request, sub)
+    handed = hand_off(request, sub, 101)
     if handed is None:
         return ws
     backlog = sub.encode(WEBSOCKET, events)
