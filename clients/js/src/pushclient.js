@@ -11,6 +11,7 @@ function createPushClient(root) {
 
   var CHANNEL_RE = /^[A-Za-z0-9_.:@-]{1,128}$/;
   var HTTP_STREAMS = { sse: true, stream: true };
+  var HEAD_TIMEOUT_MS = 15000; /* the immediate long-poll that takes a new subscription's cursor */
   var jsonpSeq = 0;
 
   function noop() {}
@@ -575,20 +576,63 @@ function createPushClient(root) {
     link.end = function (err) {
       if (live()) { self._ended(name, link, err || {}); }
     };
+    function open() {
+      try {
+        conn = OPENERS[name](self, link);
+      } catch (e) {
+        conn = null;
+        link.end(networkError(e));
+        return;
+      }
+      if (live()) {
+        self._conn = conn;
+        watch();
+      } else {
+        conn.close();
+      }
+    }
     this.transport = name;
     this._status('connecting', { transport: name, cursor: this.cursor });
+    if (this.cursor) {
+      open();
+    } else {
+      this._head(name, link, live, open);
+    }
+  };
+
+  /* A stream carries its first cursor with its first message, and a first long-poll is held
+   * until one comes: a drop before then would leave nothing to resume from. So a subscription
+   * without a cursor first takes the head cursor (and any `history` messages) from an
+   * immediate long-poll, then opens its transport from there. */
+  PushSubscription.prototype._head = function (name, link, live, open) {
+    var self = this;
+    var url = this._url('lp', { timeout: 0 });
+    function done(err, body) {
+      if (!live()) { return; }
+      self._conn = null;
+      if (err) {
+        link.end(err);
+        return;
+      }
+      var messages = (body && body.messages) || [];
+      for (var i = 0; i < messages.length && live(); i++) {
+        link.event(messages[i]);
+      }
+      if (!live()) { return; }
+      if (body && body.cursor) { self.cursor = body.cursor; }
+      open();
+    }
+    var request;
     try {
-      conn = OPENERS[name](this, link);
+      request = name === 'jsonp' ?
+        jsonpRequest(this._caps.document, url, HEAD_TIMEOUT_MS, done) :
+        requestJson(this._caps, 'GET', url, {}, null, HEAD_TIMEOUT_MS, done);
     } catch (e) {
-      conn = null;
       link.end(networkError(e));
       return;
     }
     if (live()) {
-      this._conn = conn;
-      watch();
-    } else {
-      conn.close();
+      this._conn = { liveness: 'none', close: function () { request.abort(); } };
     }
   };
 

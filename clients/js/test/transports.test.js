@@ -1,7 +1,7 @@
 // Every transport Node has, against a real pushserver: order, resume after a cut, gaps.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { publishBatch } from '../dist/pushclient.js';
+import { publish, publishBatch } from '../dist/pushclient.js';
 import {
   cursorNow,
   freshChannel,
@@ -47,6 +47,39 @@ describe('each transport', () => {
         assert.equal(proxy.stats.maxOpen, 1, 'never more than one connection at a time');
         assert.equal(sub.cursor, log.at(-1).cursor);
         assert.equal(sub.transport, transport);
+      } finally {
+        sub.close();
+        await proxy.close();
+      }
+    });
+  }
+});
+
+describe('a subscription without a cursor', () => {
+  let server;
+  before(async () => {
+    server = await startPushserver(['--heartbeat', '1']);
+  });
+  after(() => server.stop());
+
+  async function held(transport) {
+    const stats = await (await fetch(`${server.url}/stats`)).json();
+    return stats.connections[transport] === 1;
+  }
+
+  for (const transport of TRANSPORTS) {
+    test(`${transport}: a drop before the first message loses nothing`, async () => {
+      const proxy = await startTcpProxy(server.port);
+      const channel = freshChannel(`fresh-${transport}`);
+      // Slow retries: the message is published before the client is back.
+      const { sub, messages } = record(proxy.url, channel, { transport, minDelay: 400 });
+      try {
+        await waitFor(() => held(transport), 'the subscription to be held');
+        proxy.cut();
+        await publish(server.url, channel, 'published while cut off');
+        await waitFor(() => messages().length === 1, 'the message published during the cut');
+        assert.equal(messages()[0].data, 'published while cut off');
+        assert.equal(sub.cursor, messages()[0].cursor);
       } finally {
         sub.close();
         await proxy.close();
