@@ -7,6 +7,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.InterruptedIOException;
 import java.net.HttpURLConnection;
+import java.net.ProtocolException;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -153,47 +154,64 @@ public final class Subscription implements Closeable {
         }
     }
 
-    /** One connection: a stream until it ends, or long-polls one after another until one fails. */
+    /**
+     * One connection: a stream until it ends, or long-polls one after another until one fails.
+     *
+     * <p>Without a cursor it first takes the head cursor (and any {@code history} messages) from
+     * an immediate long-poll: a stream carries no cursor until its first message and a first
+     * long-poll is held until one comes, so a drop before then would leave nothing to resume from.
+     */
     private void connect() throws IOException {
         if (state != ConnectionState.CONNECTED) {
             setState(ConnectionState.CONNECTING, null);
         }
         int generation = drops.get();
+        boolean head;
         do {
-            int pollTimeout = options.pollTimeoutSeconds();
-            HttpURLConnection conn = Http.open(client.subscribeUrl(transport, channels, cursor, pollTimeout),
-                    options.connectTimeoutMillis(), transport == Transport.LONGPOLL
+            head = cursor == null;
+            Transport using = head ? Transport.LONGPOLL : transport;
+            int pollTimeout = head ? 0 : options.pollTimeoutSeconds();
+            HttpURLConnection conn = Http.open(client.subscribeUrl(using, channels, cursor, pollTimeout),
+                    options.connectTimeoutMillis(), using == Transport.LONGPOLL
                             ? Http.pollReadTimeoutMillis(pollTimeout) : options.streamReadTimeoutMillis());
-            if (transport != Transport.LONGPOLL) {
+            if (using != Transport.LONGPOLL) {
                 conn.setRequestProperty("Accept-Encoding", "identity");
             }
             current = conn;
             boolean reusable = false;
             try {
-                InputStream in = new Guarded(open(conn, generation), generation);
+                InputStream in = new Guarded(open(conn, generation, head), generation);
                 try {
-                    Framing.read(transport, in, sink);
+                    Framing.read(using, in, sink);
                 } finally {
                     in.close();
                 }
-                reusable = transport == Transport.LONGPOLL;
+                reusable = using == Transport.LONGPOLL;
             } finally {
                 if (!reusable || closed) {
                     conn.disconnect(); // a long-poll answered in full keeps its connection alive
                 }
             }
-        } while (transport == Transport.LONGPOLL && !closed);
+            if (head && cursor == null && !closed) {
+                throw new ProtocolException("long-poll answer without a cursor");
+            }
+        } while ((head || transport == Transport.LONGPOLL) && !closed);
     }
 
-    /** Sends the request and checks the answer; a drop racing with it can make the JDK throw unchecked. */
-    private InputStream open(HttpURLConnection conn, int generation) throws IOException {
+    /**
+     * Sends the request and checks the answer; a drop racing with it can make the JDK throw unchecked.
+     * The subscription is connected once its own transport answers, not the head long-poll.
+     */
+    private InputStream open(HttpURLConnection conn, int generation, boolean head) throws IOException {
         try {
             int status = conn.getResponseCode();
             if (status != HttpURLConnection.HTTP_OK) {
                 throw Http.error(conn, status);
             }
-            backoff.reset();
-            setState(ConnectionState.CONNECTED, null);
+            if (!head) {
+                backoff.reset();
+                setState(ConnectionState.CONNECTED, null);
+            }
             return conn.getInputStream();
         } catch (IOException e) {
             checkNotDropped(generation);

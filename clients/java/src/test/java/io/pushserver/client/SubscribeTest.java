@@ -4,7 +4,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.net.HttpURLConnection;
 import java.net.SocketTimeoutException;
+import java.net.URL;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
@@ -46,13 +48,15 @@ class SubscribeTest {
 
     /**
      * Publishes a probe ({@code n = -1}), subscribes asking for the last buffered message and
-     * waits for the probe: from then on the cursor covers everything published.
+     * waits for the probe and for the transport to be connected: from then on the cursor covers
+     * everything published and the subscription holds its connection.
      */
     static Subscription subscribeLive(PushClient client, PushClient publishWith, String channel,
             Transport transport, Recorder recorder) throws Exception {
         publishWith.publish(channel, "{\"n\": -1}");
         Subscription s = client.subscribe(Collections.singletonList(channel), transport, null, recorder);
         recorder.awaitMessages(1);
+        recorder.awaitState(ConnectionState.CONNECTED, 1);
         assertEquals(-1L, n(recorder.messages().get(0)));
         return s;
     }
@@ -132,6 +136,40 @@ class SubscribeTest {
             assertSequence(got.subList(1, got.size()), 0, 1000);
             assertTrue(recorder.gaps.isEmpty(), recorder.gaps.toString());
             assertTrue(proxy.accepted() >= 2, "the client reconnected");
+        }
+    }
+
+    /** The number of held subscriptions of one transport the server counts in its /stats. */
+    static long held(Transport transport) throws Exception {
+        HttpURLConnection conn = Http.open(new URL(server.url + "/stats"), 5000, 5000);
+        try {
+            Map<?, ?> connections = (Map<?, ?>) Http.readObject(conn.getInputStream()).get("connections");
+            return (Long) connections.get(transport == Transport.LONGPOLL ? "longpoll" : transport.path());
+        } finally {
+            conn.disconnect();
+        }
+    }
+
+    @ParameterizedTest
+    @EnumSource(Transport.class)
+    void aDropBeforeTheFirstMessageLosesNothing(Transport transport) throws Exception {
+        String ch = channel("fresh-" + transport);
+        Recorder recorder = new Recorder();
+        // slow retries: the message is published before the client is back
+        PushOptions slow = new PushOptions().heartbeatSeconds(1).reconnectDelay(400, 800).pollTimeoutSeconds(5);
+        try (TcpProxy proxy = new TcpProxy(server.port);
+                Subscription s = new PushClient(proxy.url(), slow)
+                        .subscribe(Collections.singletonList(ch), transport, null, recorder)) {
+            long deadline = System.currentTimeMillis() + Recorder.WAIT_MILLIS;
+            while (held(transport) < 1) {
+                assertTrue(System.currentTimeMillis() < deadline, "the subscription was never held");
+                Thread.sleep(10);
+            }
+            proxy.cutAll();
+            publisher.publish(ch, "{\"n\": 1}");
+            recorder.awaitMessages(1);
+            assertEquals(1L, n(recorder.messages().get(0)));
+            assertEquals(recorder.messages().get(0).cursor(), s.cursor());
         }
     }
 
