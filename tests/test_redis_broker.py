@@ -235,9 +235,15 @@ async def test_redis_outage_refuses_publishing_and_recovers_without_duplicates(
                 )
 
         await wait_until(refused, "503 broker_down while Redis is down")
-        for node in (a, b):
-            async with s.get(f"{node.url}/healthz") as r:
-                assert r.status == 503
+
+        async def unhealthy() -> bool:  # each node notices the loss on its own connection
+            for node in (a, b):
+                async with s.get(f"{node.url}/healthz") as r:
+                    if r.status != 503:
+                        return False
+            return True
+
+        await wait_until(unhealthy, "/healthz 503 on both nodes while Redis is down")
         for path in ("lp", "stream", "sse", "ws"):  # a channel no node follows yet
             async with s.get(f"{a.url}/{path}/unfollowed") as r:
                 assert r.status == 503, path
