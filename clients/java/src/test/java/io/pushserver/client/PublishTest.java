@@ -41,6 +41,7 @@ class PublishTest {
         Recorder recorder = new Recorder();
         try (Subscription s = client.subscribe(Collections.singletonList(ch), Transport.STREAM, null, recorder)) {
             recorder.awaitMessages(1);
+            recorder.awaitState(ConnectionState.CONNECTED, 1); // the stream is held: it counts below
             Map<String, Object> value = new LinkedHashMap<>();
             value.put("text", "héllo \"world\"");
             value.put("list", java.util.Arrays.asList(1L, 2.5, null, true));
