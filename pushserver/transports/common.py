@@ -1,8 +1,10 @@
 """What every subscribe transport does before it holds a connection: read and check the
-request, apply the limits, and find where the subscription starts."""
+request, apply the limits, and find where the subscription starts; and, for held streams, what
+they share once aiohttp has handed their connection over."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import TypeVar
 
@@ -10,6 +12,8 @@ from aiohttp import web
 
 from ..channel import Channel
 from ..errors import ApiError, bad_request, unavailable
+from ..frames import Framing
+from ..handoff import hand_off
 from ..names import Position, parse_channels, parse_cursor, restrict
 from ..state import STATE, ServerState
 from ..subscriber import Event, Start, StreamSubscriber, Subscription
@@ -104,22 +108,49 @@ def begin(
     return factory(Start(channels, parts, sub_req.remote), *args), events
 
 
-def hold(state: ServerState, sub: StreamSubscriber, expires: float | None) -> None:
-    """Register a held stream with the hub, the connection counts and the token-expiry watch.
+class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
+    """A held stream (NDJSON, SSE, WebSocket) after the hand-off: the transport's protocol and
+    the hub's subscriber in one object. Losing the connection unregisters it."""
+
+    __slots__ = ("state",)
+
+    def __init__(
+        self, start: Start, transport: asyncio.Transport, framing: Framing, state: ServerState
+    ) -> None:
+        super().__init__(start, transport, framing)
+        self.state = state
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        state = self.state
+        hub = state.hub
+        state.expiry.discard(self)
+        hub.stats.disconnects[self.reason or "client"] += 1
+        hub.leave(self.framing.name, self.remote)
+        hub.detach(self)
+        state.broker.release(self.channels)
+
+
+def take_over(
+    request: web.Request,
+    sub_req: SubscribeRequest,
+    sub: HeldSubscriber,
+    events: list[Event],
+    status: int = 200,
+) -> web.StreamResponse | None:
+    """Hand the connection to `sub`, send its backlog and register it with the hub, the
+    connection counts and the token-expiry watch; the handler returns what this returns
+    (None: the client is already gone).
 
     Does not leave the event loop, so it keeps `begin`'s promise: the subscriber is registered
     before any other message is fanned out.
     """
+    handed = hand_off(request, sub, status)
+    if handed is None:
+        return None
+    if events:
+        sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
+    state = sub_req.state
     state.hub.attach(sub)
     state.hub.enter(sub.framing.name, sub.remote)
-    state.expiry.add(sub, expires)
-
-
-def let_go(state: ServerState, sub: StreamSubscriber) -> None:
-    """Undo `hold` once the connection has ended, whoever ended it."""
-    hub = state.hub
-    state.expiry.discard(sub)
-    hub.stats.disconnects[sub.reason or "client"] += 1
-    hub.leave(sub.framing.name, sub.remote)
-    hub.detach(sub)
-    state.broker.release(sub.channels)
+    state.expiry.add(sub, sub_req.expires)
+    return handed

@@ -1,43 +1,28 @@
 """A held HTTP response (NDJSON stream or SSE) that the fan-out writes to directly.
 
 aiohttp checks the request and sends the status line, headers and padding; then the connection
-is handed off (see `handoff`) to a `HeldStream`, which is the transport's protocol and the
-hub's subscriber in one small object, until the client leaves or the server ends it.
+is handed off (see `handoff`) to a `HeldStream` until the client leaves or the server ends it.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from aiohttp import web
 from aiohttp.http import HttpVersion11
 
 from ..frames import Framing
-from ..handoff import hand_off
-from ..state import ServerState
-from ..subscriber import Start, StreamSubscriber
-from .common import begin, hold, int_param, let_go, open_channels, subscribe_request
+from .common import HeldSubscriber, begin, int_param, open_channels, subscribe_request, take_over
 
 HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
 LAST_CHUNK = b"0\r\n\r\n"
 
 
-class HeldStream(StreamSubscriber, asyncio.Protocol):
-    """A handed-off stream: what it receives is ignored, losing it unregisters it."""
+class HeldStream(HeldSubscriber):
+    """A handed-off NDJSON or SSE stream; what it receives is ignored."""
 
-    __slots__ = ("state",)
-
-    def __init__(
-        self, start: Start, transport: asyncio.Transport, framing: Framing, state: ServerState
-    ) -> None:
-        super().__init__(start, transport, framing)
-        self.state = state
+    __slots__ = ()
 
     def data_received(self, data: bytes) -> None:
         """A held stream's client has nothing to say; a pipelined request is not answered."""
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        let_go(self.state, self)
 
     def end(self) -> None:
         """Finish the body as aiohttp would (the last chunk) and close once it is sent."""
@@ -68,10 +53,5 @@ async def serve_held(
     # The first write sends the headers; from here on everything goes straight to the transport.
     await response.write(framing.comment(b" " * pad))
     sub, events = begin(sub_req, channels, HeldStream, request.transport, framing, sub_req.state)
-    handed = hand_off(request, sub)
-    if handed is None:
-        return response
-    if events:
-        sub.transport.write(framing.chunk(sub.encode(framing, events)))
-    hold(sub_req.state, sub, sub_req.expires)
-    return handed
+    handed = take_over(request, sub_req, sub, events)
+    return response if handed is None else handed

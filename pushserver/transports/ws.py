@@ -12,10 +12,9 @@ import asyncio
 from aiohttp import WSCloseCode, web
 
 from ..frames import WEBSOCKET, ws_frame
-from ..handoff import hand_off
 from ..state import ServerState
-from ..subscriber import Start, StreamSubscriber
-from .common import begin, hold, let_go, open_channels, subscribe_request
+from ..subscriber import Start
+from .common import HeldSubscriber, begin, open_channels, subscribe_request, take_over
 from .wsframes import CLOSE, MAX_FRAME, PING, PONG, FrameError, client_frames
 
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
@@ -27,14 +26,13 @@ def close_frame(code: int, reason: bytes = b"") -> bytes:
     return ws_frame(CLOSE, code.to_bytes(2, "big") + reason[:123])
 
 
-class HeldWs(StreamSubscriber, asyncio.Protocol):
+class HeldWs(HeldSubscriber):
     """A handed-off WebSocket subscriber; `unread` holds a frame still arriving."""
 
-    __slots__ = ("closing", "state", "unread")
+    __slots__ = ("closing", "unread")
 
     def __init__(self, start: Start, transport: asyncio.Transport, state: ServerState) -> None:
-        super().__init__(start, transport, WEBSOCKET)
-        self.state = state
+        super().__init__(start, transport, WEBSOCKET, state)
         self.unread = b""
         self.closing = False
 
@@ -56,9 +54,6 @@ class HeldWs(StreamSubscriber, asyncio.Protocol):
                 transport.close()
                 return
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        let_go(self.state, self)
-
     def end(self) -> None:
         """Start the close handshake with a code that says why."""
         reason = str(self.reason)
@@ -79,11 +74,5 @@ async def handle(request: web.Request) -> web.StreamResponse:
     ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
     await ws.prepare(request)
     sub, events = begin(sub_req, channels, HeldWs, request.transport, sub_req.state)
-    handed = hand_off(request, sub, 101)
-    if handed is None:
-        return ws
-    backlog = sub.encode(WEBSOCKET, events)
-    if backlog:
-        sub.transport.write(backlog)
-    hold(sub_req.state, sub, sub_req.expires)
-    return handed
+    handed = take_over(request, sub_req, sub, events, 101)
+    return ws if handed is None else handed
