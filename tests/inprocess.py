@@ -42,11 +42,16 @@ async def in_process(**settings: object) -> AsyncIterator[tuple[ServerState, web
         await runner.cleanup()
 
 
+def get(path: str, version: str = "1.1", headers: str = "") -> bytes:
+    """The bytes of a GET request."""
+    return f"GET {path} HTTP/{version}\r\nHost: x\r\n{headers}\r\n".encode()
+
+
 async def open_stream(
     port: int, path: str, version: str = "1.1"
 ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    writer.write(f"GET {path} HTTP/{version}\r\nHost: x\r\n\r\n".encode())
+    writer.write(get(path, version))
     head = await reader.readuntil(b"\r\n\r\n")
     return reader, writer, head
 

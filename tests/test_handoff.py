@@ -27,7 +27,8 @@ from pushserver.frames import ws_frame
 from pushserver.transports import longpoll
 from pushserver.transports.wsframes import CLOSE, PING, PONG, TEXT
 
-from .inprocess import DEADLINE, in_process, open_stream, read_response, read_until, until
+from .inprocess import DEADLINE, get, in_process, open_stream, read_response, read_until, until
+from .wire import masked
 
 NOTHING = {"handlers": 0, "tasks": 0, "connections": 0}
 
@@ -59,7 +60,7 @@ async def scenario() -> None:
         await until(lambda: aiohttp_leftovers(runner) == NOTHING, "aiohttp to let go")
 
         # A pipelined request on a held stream is read and ignored; the stream goes on.
-        streams[0][1].write(b"GET /stats HTTP/1.1\r\nHost: x\r\n\r\n")
+        streams[0][1].write(get("/stats"))
         # Heartbeats still reach a handed-off stream.
         await read_until(streams[1][0], b"\r\n\n\r\n")
 
@@ -94,10 +95,6 @@ async def scenario() -> None:
             assert last["type"] == "reconnect"
 
 
-def poll(path: str) -> bytes:
-    return f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
-
-
 async def answer(reader: asyncio.StreamReader) -> dict:
     head, body = await read_response(reader)
     assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" not in head
@@ -108,12 +105,12 @@ async def poll_scenario() -> None:
     async with in_process() as (state, runner, port):
         conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(5)]
         for _, writer in conns:
-            writer.write(poll("/lp/hp?timeout=60"))
+            writer.write(get("/lp/hp?timeout=60"))
         await until(lambda: state.hub.connection_total == 5, "5 held polls")
         await until(lambda: aiohttp_leftovers(runner) == NOTHING, "aiohttp to let go")
 
         # A request sent while the poll waits is answered after it, by aiohttp.
-        conns[0][1].write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        conns[0][1].write(get("/healthz"))
         await state.broker.publish([("hp", b'"m1"')])
         cursors = []
         for reader, _ in conns:
@@ -127,13 +124,13 @@ async def poll_scenario() -> None:
         # Every connection is aiohttp's again and carries the next poll: one expires empty,
         # one is answered from the history, the rest wait for the next message.
         await until(lambda: len(runner.server.connections) == 5, "connections given back")
-        conns[1][1].write(poll(f"/lp/hp?timeout=0.05&cursor={cursors[1]}"))
+        conns[1][1].write(get(f"/lp/hp?timeout=0.05&cursor={cursors[1]}"))
         doc = await answer(conns[1][0])
         assert doc == {"messages": [], "cursor": cursors[1]}
-        conns[2][1].write(poll("/lp/hp?history=1"))
+        conns[2][1].write(get("/lp/hp?history=1"))
         assert [m["data"] for m in (await answer(conns[2][0]))["messages"]] == ["m1"]
         for _, writer in conns[3:]:
-            writer.write(poll(f"/lp/hp?cursor={cursors[3]}"))
+            writer.write(get(f"/lp/hp?cursor={cursors[3]}"))
         await until(
             lambda: state.hub.connection_total == 2 and len(runner.server.connections) == 3,
             "2 polls handed off again, 3 idle keep-alive connections with aiohttp",
@@ -154,13 +151,6 @@ async def poll_scenario() -> None:
             writer.close()
 
 
-def masked(opcode: int, payload: bytes) -> bytes:
-    """A client frame: masked, as RFC 6455 requires."""
-    mask = os.urandom(4)
-    data = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
-    return ws_frame(opcode, b"")[:1] + bytes([0x80 | len(payload)]) + mask + data
-
-
 async def frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     """The next server frame (unmasked, payloads under 64 KiB)."""
     first, length = await asyncio.wait_for(reader.readexactly(2), DEADLINE)
@@ -173,8 +163,11 @@ async def open_ws(port: int, path: str) -> tuple[asyncio.StreamReader, asyncio.S
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     key = base64.b64encode(os.urandom(16)).decode()
     writer.write(
-        f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
+        get(
+            path,
+            headers="Upgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n",
+        )
     )
     head = await read_until(reader, b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 101 ")

@@ -16,17 +16,7 @@ from pushserver.transports.wsframes import (
     client_frames,
 )
 
-MASK = b"\x01\x02\x03\x04"
-
-
-def masked(opcode: int, payload: bytes, fin: bool = True, extended: bool = False) -> bytes:
-    first = (0x80 if fin else 0) | opcode
-    n = len(payload)
-    if n >= 126 or extended:
-        head = struct.pack("!BBH", first, 0x80 | 126, n)
-    else:
-        head = struct.pack("!BB", first, 0x80 | n)
-    return head + MASK + bytes(b ^ MASK[i % 4] for i, b in enumerate(payload))
+from .wire import masked
 
 
 def test_frames_are_read_whole_and_the_rest_kept():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import struct
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -204,3 +205,17 @@ async def wait_for_stats(
         if loop.time() > deadline:
             raise AssertionError(f"no {what} within {timeout}s: {stats}")
         await asyncio.sleep(0.05)
+
+
+WS_MASK = b"\x01\x02\x03\x04"
+
+
+def masked(opcode: int, payload: bytes, fin: bool = True, extended: bool = False) -> bytes:
+    """A WebSocket frame as a client sends it: masked, as RFC 6455 requires."""
+    first = (0x80 if fin else 0) | opcode
+    n = len(payload)
+    if n >= 126 or extended:
+        head = struct.pack("!BBH", first, 0x80 | 126, n)
+    else:
+        head = struct.pack("!BB", first, 0x80 | n)
+    return head + WS_MASK + bytes(b ^ WS_MASK[i % 4] for i, b in enumerate(payload))
