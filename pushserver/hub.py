@@ -137,12 +137,7 @@ class Hub:
             multi = multi or bool(ch.multi)
         if multi:
             self._fan_out_multi(batch, cut)
-        if cut:
-            self.stats.limits_hit["max_buffer_bytes"] += len(cut)
-        for sub in cut:
-            self.detach(sub)
-            sub.transport.abort()
-            sub.close("slow")
+        self.cut_off(cut)
         delay = min(self.max_flush_delay, (time.perf_counter() - started) * FLUSH_DELAY_SHARE)
         # Loop timers count whole milliseconds; rounding down keeps the wait within its share.
         self.flush_delay = math.floor(delay * 1000) / 1000
@@ -194,7 +189,6 @@ class Hub:
             if ch is not None:
                 for sub in ch.multi:
                     todo.setdefault(sub, []).append(m)
-        limit = self.max_buffer_bytes
         delivered = self.stats.delivered
         for sub, messages in todo.items():
             if isinstance(sub, Waiter):
@@ -202,14 +196,31 @@ class Hub:
                 self.remove_waiter(sub)
                 delivered["longpoll"] += len(messages)
                 continue
-            framing = sub.framing
-            try:
-                sub.transport.write(framing.chunk(sub.encode(framing, messages)))
-                if sub.transport.get_write_buffer_size() > limit:
-                    cut.append(sub)
-            except RuntimeError:
+            self.write(sub, messages, cut)
+            delivered[sub.framing.name] += len(messages)
+
+    def write(
+        self, sub: StreamSubscriber, events: list[Event], cut: list[StreamSubscriber]
+    ) -> None:
+        """Events framed for one held stream (its own cursor); added to `cut` if it falls behind.
+
+        The one-channel fan-out keeps its own copy of this inline: it is the hot loop.
+        """
+        try:
+            sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
+            if sub.transport.get_write_buffer_size() > self.max_buffer_bytes:
                 cut.append(sub)
-            delivered[framing.name] += len(messages)
+        except RuntimeError:  # closed under us; unregistered when the loss is reported
+            cut.append(sub)
+
+    def cut_off(self, cut: list[StreamSubscriber]) -> None:
+        """Drop subscribers that fell too far behind; they resume from their cursor."""
+        if cut:
+            self.stats.limits_hit["max_buffer_bytes"] += len(cut)
+        for sub in cut:
+            self.detach(sub)
+            sub.transport.abort()
+            sub.close("slow")
 
     # -- subscribers -------------------------------------------------------------------------
 

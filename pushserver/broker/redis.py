@@ -665,13 +665,5 @@ class RedisBroker:
                 sub.resolve(sub.answer(events))
                 hub.remove_waiter(sub)
             elif isinstance(sub, StreamSubscriber):
-                try:
-                    sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
-                    if sub.transport.get_write_buffer_size() > hub.max_buffer_bytes:
-                        cut.append(sub)
-                except RuntimeError:  # closed under us; unregistered when the loss is reported
-                    cut.append(sub)
-        for sub in cut:
-            hub.detach(sub)
-            sub.transport.abort()
-            sub.close("slow")
+                hub.write(sub, events, cut)
+        hub.cut_off(cut)
