@@ -43,6 +43,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    from .server import run
+    from .runner import run
 
     run(settings)

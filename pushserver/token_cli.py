@@ -11,8 +11,8 @@ import sys
 from collections.abc import Sequence
 
 from .config import ENV_PREFIX
-from .names import is_channel
-from .tokens import mint
+from .core.names import is_channel
+from .core.tokens import mint
 
 SECRET_ENV = ENV_PREFIX + "SUBSCRIBE_SECRET"
 

@@ -18,7 +18,7 @@ import sys
 import time
 
 from .config import Settings
-from .server import listening_socket, raise_open_file_limit, run, url_for
+from .web.server import listening_socket, raise_open_file_limit, run_worker, url_for
 
 log = logging.getLogger("pushserver.workers")
 
@@ -75,7 +75,7 @@ class Supervisor:
             for other in sockets:
                 if other is not sock:
                     other.close()
-            run(self.settings, index, sock, lambda url: _ready(ready_w, index))
+            run_worker(self.settings, sock, index, lambda url: _ready(ready_w, index))
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 1
         except BaseException:

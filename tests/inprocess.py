@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from pushserver.app import create_app
 from pushserver.config import Settings
-from pushserver.state import STATE, ServerState
+from pushserver.web.app import create_app
+from pushserver.web.state import STATE, ServerState
 
 DEADLINE = 20.0
 

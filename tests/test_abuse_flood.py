@@ -15,7 +15,7 @@ import time
 import aiohttp
 import orjson
 
-from pushserver.tokens import mint
+from pushserver.core.tokens import mint
 
 from .abuse import RSS_SLACK, answers_normally, reset, settled_rss, wait_for_stats
 

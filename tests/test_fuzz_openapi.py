@@ -17,8 +17,8 @@ import orjson
 import yaml
 from aiohttp import web
 
-from pushserver.app import add_routes
 from pushserver.launcher import ServerProcess
+from pushserver.web.app import add_routes
 
 SPEC = Path(__file__).resolve().parent.parent / "docs" / "openapi.yaml"
 CHECKS = ",".join(

@@ -23,9 +23,9 @@ import uvloop
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from pushserver.frames import ws_frame
-from pushserver.transports import longpoll
-from pushserver.transports.wsframes import CLOSE, PING, PONG, TEXT
+from pushserver.web.transports import longpoll
+from pushserver.wire.websocket import CLOSE, PING, PONG, TEXT
+from pushserver.wire.websocket import frame as ws_frame
 
 from .inprocess import DEADLINE, get, in_process, open_stream, read_response, read_until, until
 from .wire import masked
@@ -64,7 +64,7 @@ async def scenario() -> None:
         # Heartbeats still reach a handed-off stream.
         await read_until(streams[1][0], b"\r\n\n\r\n")
 
-        await state.broker.publish([("ho", b'"hello"')])
+        await state.hub.publish([("ho", b'"hello"')])
         for reader, _, _ in streams:
             chunk = await read_until(reader, b"}\n\r\n")
             assert b'"data":"hello"' in chunk and b"HTTP/" not in chunk
@@ -78,7 +78,7 @@ async def scenario() -> None:
             writer.close()
         await until(lambda: state.hub.connection_total == 8, "4 disconnects")
         assert state.hub.stats.disconnects["client"] == 4
-        assert len(state.hub.channel("ho").streams) >= 1
+        assert len(state.hub.channels["ho"].streams) >= 1
 
         # Draining: each stream is told to reconnect, its body is ended, then the socket closed.
         state.hub.drain()
@@ -111,7 +111,7 @@ async def poll_scenario() -> None:
 
         # A request sent while the poll waits is answered after it, by aiohttp.
         conns[0][1].write(get("/healthz"))
-        await state.broker.publish([("hp", b'"m1"')])
+        await state.hub.publish([("hp", b'"m1"')])
         cursors = []
         for reader, _ in conns:
             doc = await answer(reader)
@@ -180,7 +180,7 @@ async def ws_scenario() -> None:
         await until(lambda: state.hub.connection_total == 4, "4 held websockets")
         await until(lambda: aiohttp_leftovers(runner) == NOTHING, "aiohttp to let go")
 
-        await state.broker.publish([("hw", b'"m1"')])
+        await state.hub.publish([("hw", b'"m1"')])
         for reader, _ in conns:
             opcode, payload = await frame(reader)
             assert opcode == TEXT and json.loads(payload)["data"] == "m1"

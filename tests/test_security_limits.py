@@ -10,8 +10,8 @@ import aiohttp
 import orjson
 import pytest
 
+from pushserver.core.ratelimit import RateLimiter
 from pushserver.launcher import ServerProcess
-from pushserver.ratelimit import RateLimiter
 
 APP = "https://app.example"
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"

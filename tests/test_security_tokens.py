@@ -12,8 +12,8 @@ import jwt
 import orjson
 import pytest
 
+from pushserver.core.tokens import mint
 from pushserver.launcher import ServerProcess
-from pushserver.tokens import mint
 
 SECRET = "test-subscribe-secret-" + "0123456789abcdef" * 3
 ALL_KINDS = ("lp", "stream", "sse", "ws")

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from pushserver.transports.wsframes import (
+from pushserver.wire.websocket import (
     BINARY,
     CLOSE,
     MAX_FRAME,

@@ -1,4 +1,4 @@
-"""The embedded broker: ids and history live in this process, fan-out is a direct call."""
+"""The embedded broker: ids and history live in this process, in the hub's own channels."""
 
 from __future__ import annotations
 
@@ -8,35 +8,38 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 
-from ..channel import Channel
-from ..config import Settings
-from ..frames import Message
-from ..hub import Hub
-from ..names import Position
+from ..core.broker import ChannelInfo, Sink
+from ..core.messages import Message
+from ..core.positions import Position
 
 
 class MemoryBroker:
-    """One process, no dependencies. Epochs are new on every start, so cursors from a previous
-    run are recognised as stale and answered with an `epoch` gap."""
+    """One process, no dependencies: the sink's local state is the whole truth. Epochs are new
+    on every start (and for a channel dropped while idle), so a cursor from before is recognised
+    as stale and answered with an `epoch` gap."""
 
     name = "memory"
     healthy = True
 
-    def __init__(self, hub: Hub) -> None:
-        self.hub = hub
+    def __init__(self) -> None:
+        self._boot = secrets.token_hex(4)
+        self._counter = itertools.count(1)
+        self._sink: Sink | None = None
 
-    @classmethod
-    def create(cls, settings: Settings, hub_factory: type[Hub]) -> tuple[MemoryBroker, Hub]:
-        boot = secrets.token_hex(4)
-        counter = itertools.count(1)
-        hub = hub_factory(
-            history_size=settings.history_size,
-            history_ttl=settings.history_ttl,
-            max_buffer_bytes=settings.max_buffer_bytes,
-            max_flush_delay=settings.max_flush_delay,
-            new_epoch=lambda name: f"{boot}{next(counter):x}",
-        )
-        return cls(hub), hub
+    def bind(self, sink: Sink) -> None:
+        self._sink = sink
+
+    @property
+    def sink(self) -> Sink:
+        assert self._sink is not None, "bind() the broker to its hub first"
+        return self._sink
+
+    def _state(self, name: str) -> Position:
+        state = self.sink.state(name)
+        if state is None:
+            state = Position(f"{self._boot}{next(self._counter):x}", 0)
+            self.sink.load(name, state.epoch, 0, ())
+        return state
 
     async def start(self) -> None:
         return None
@@ -45,34 +48,28 @@ class MemoryBroker:
         return None
 
     async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
-        hub = self.hub
-        ttl = hub.history_ttl
+        sink = self.sink
         now = time.time()
         out = []
         for name, data in items:
-            ch = hub.channel(name)
-            ch.last_id += 1
-            message = Message(name, ch.epoch, ch.last_id, now, data)
-            ch.history.append(message)
-            ch.expire(ttl, now)
-            ch.idle_since = time.monotonic()
-            out.append((message, ch.subscriber_count))
-        hub.dispatch(m for m, _ in out)
+            epoch, last_id = self._state(name)
+            message = Message(name, epoch, last_id + 1, now, data)
+            sink.append(message)
+            out.append((message, sink.audience(name)))
         # One yield lets the flush write to subscribers before the publisher's answer is built
         # and sent, which takes that answer off every delivery's latency.
         await asyncio.sleep(0)
         return out
 
-    async def channels(
-        self, names: Sequence[str], positions: Mapping[str, Position] | None = None
-    ) -> list[Channel]:
-        return [self.hub.channel(n) for n in names]
+    async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
+        for name in names:
+            self._state(name)
 
-    def release(self, channels: Sequence[Channel]) -> None:
+    def following(self, name: str) -> bool:
+        return False
+
+    def release(self, names: Sequence[str]) -> None:
         return None
 
-    async def info(self, name: str) -> Channel | None:
-        ch = self.hub.channels.get(name)
-        if ch is not None:
-            ch.expire(self.hub.history_ttl)
-        return ch
+    async def info(self, name: str) -> ChannelInfo | None:
+        return self.sink.snapshot(name)

@@ -1,0 +1,339 @@
+"""The Redis engine's facade: publish, follow channels for subscribers, channel info.
+
+Each node SUBSCRIBEs only to the channels it holds subscribers for (`Listen`), and applies what
+it learns through a `Sequencer` per channel, strictly in id order: a notification that skips ids
+(lost while reconnecting, or overtaken by another node's read) is queued and the missing ids are
+read from the stream; when they are gone, or Redis lost the channel (a new epoch), the sink is
+told of the jump and its subscribers get a gap instead of silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+import time
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from typing import Any
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ...config import Settings
+from ...core.broker import ChannelInfo, Sink
+from ...core.errors import Unavailable, broker_down
+from ...core.messages import Message
+from ...core.positions import Position
+from ..ordering import Sequencer
+from .link import BATCH, CLOSE_TIMEOUT, DOWN_ERRORS, Link
+from .scripts import PUBLISH_LUA, SYNC_LUA, history_key, meta_key, topic_prefix
+
+log = logging.getLogger("pushserver.redis")
+
+GRACE = 3.0
+"""Seconds a channel stays subscribed after its last local subscriber, so re-polls do not churn."""
+CONFIRM_TIMEOUT = 5.0
+META_TTL_MIN = 86400.0
+"""A channel's epoch and id counter outlive its history, so an old cursor gets an exact gap."""
+RETRY_AFTER = 2
+POOL_SIZE = 32
+"""Redis connections per process; more concurrent publishes wait for one (scripts are short)."""
+
+
+class Listen:
+    """This node's subscription to one channel's notifications, and its order."""
+
+    __slots__ = ("confirmed", "name", "order", "timer", "topic", "touched")
+
+    def __init__(self, order: Sequencer, topic: bytes, confirmed: asyncio.Future[None]) -> None:
+        self.name = order.name
+        self.order = order
+        self.topic = topic
+        self.confirmed = confirmed
+        self.timer: asyncio.TimerHandle | None = None
+        self.touched = 0.0
+
+
+def _fail(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_exception(RedisConnectionError("connection to Redis lost"))
+        future.exception()  # retrieved: nobody may be waiting
+
+
+def _down() -> Unavailable:
+    return broker_down("redis", RETRY_AFTER)
+
+
+class RedisBroker:
+    name = "redis"
+
+    def __init__(self, settings: Settings) -> None:
+        assert settings.redis
+        self.history_size = settings.history_size
+        self.history_ttl = settings.history_ttl
+        self.history_ms = max(1, int(settings.history_ttl * 1000))
+        self.meta_ms = int(max(2 * settings.history_ttl, META_TTL_MIN) * 1000)
+        pool = BlockingConnectionPool.from_url(
+            settings.redis,
+            max_connections=POOL_SIZE,
+            timeout=5,
+            protocol=2,
+            retry=Retry(NoBackoff(), 0),
+            socket_connect_timeout=2,
+            socket_timeout=5,
+        )
+        self.client = Redis(connection_pool=pool)
+        self.topic_prefix = topic_prefix(pool.connection_kwargs.get("db", 0))
+        self._publish = self.client.register_script(PUBLISH_LUA)
+        self._sync = self.client.register_script(SYNC_LUA)
+        self.records: dict[str, Listen] = {}
+        self.by_topic: dict[bytes, Listen] = {}
+        self._loop = asyncio.get_running_loop()
+        self._background: set[asyncio.Task[None]] = set()
+        self._sink: Sink | None = None
+        self.link = Link(
+            self.client, settings.redis, self._notified, self._subscribed, self._resync, self._lost
+        )
+
+    def bind(self, sink: Sink) -> None:
+        self._sink = sink
+
+    @property
+    def sink(self) -> Sink:
+        assert self._sink is not None, "bind() the broker to its hub first"
+        return self._sink
+
+    @property
+    def healthy(self) -> bool:
+        return self.link.up
+
+    # -- connection ---------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.link.start()
+
+    async def close(self) -> None:
+        await self.link.close()
+        for task in list(self._background):
+            task.cancel()
+        with contextlib.suppress(RedisError, OSError, TimeoutError):
+            await asyncio.wait_for(self.client.aclose(), CLOSE_TIMEOUT)
+
+    async def _resync(self) -> int:
+        """After a (re)connect: subscribe to every channel followed here, then read what was
+        missed, in batches."""
+        records = list(self.records.values())
+        for rec in records:
+            rec.confirmed = self._loop.create_future()
+            self.link.send("SUBSCRIBE", rec.topic)
+        for start in range(0, len(records), BATCH):
+            chunk = records[start : start + BATCH]
+            await self._confirmed(chunk)
+            await self._refresh(chunk)
+        return len(records)
+
+    def _lost(self) -> None:
+        for rec in self.records.values():
+            _fail(rec.confirmed)
+
+    # -- publishing ---------------------------------------------------------------------------
+
+    async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
+        if not self.link.up:
+            raise _down()
+        ts = time.time()
+        keys: list[str] = []
+        args: list[Any] = [
+            secrets.token_hex(5),
+            self.history_size,
+            self.history_ms,
+            self.meta_ms,
+            repr(ts),
+            self.topic_prefix,
+        ]
+        for name, data in items:
+            keys += (meta_key(name), history_key(name))
+            args += (name, data)
+        try:
+            assigned = await self._publish(keys=keys, args=args)
+        except DOWN_ERRORS as exc:
+            self.link.lose(exc)
+            raise _down() from None
+        except RedisError as exc:
+            log.warning("publish failed: %s", exc)
+            raise _down() from None
+        out = []
+        for (name, data), (epoch, id_) in zip(items, assigned, strict=True):
+            message = Message(name, epoch.decode(), int(id_), ts, data)
+            rec = self.records.get(name)
+            if rec is not None and rec.order.loaded:
+                rec.order.offer(message, fetch=False)
+            out.append((message, self.sink.audience(name)))
+        return out
+
+    # -- following channels ---------------------------------------------------------------------
+
+    async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
+        """Subscribe (confirmed) before reading the stream, so nothing falls between the two;
+        read again when the subscriber's cursor is ahead of what this node has seen."""
+        records = [self._listen(name) for name in names]
+        stale = [r for r in records if not r.order.loaded or self._behind(r, positions)]
+        if stale:
+            if not self.link.connected:
+                raise _down()
+            try:
+                await self._confirmed(stale)
+                await self._refresh(stale)
+            except DOWN_ERRORS as exc:
+                self.link.lose(exc)
+                raise _down() from None
+        for rec in records:
+            if not rec.order.loaded:
+                raise _down()
+
+    def following(self, name: str) -> bool:
+        return name in self.records
+
+    def release(self, names: Sequence[str]) -> None:
+        for name in names:
+            rec = self.records.get(name)
+            if rec is not None:
+                self._touch(rec)
+
+    async def info(self, name: str) -> ChannelInfo | None:
+        rec = self.records.get(name)
+        try:
+            if rec is not None and rec.order.loaded:
+                if self.link.up:
+                    await self._refresh([rec])
+                return self.sink.snapshot(name)
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(meta_key(name), "e", "i")
+            pipe.xrevrange(history_key(name), count=self.history_size)
+            (epoch, last), entries = await pipe.execute()
+        except DOWN_ERRORS as exc:
+            self.link.lose(exc)
+            raise _down() from None
+        if epoch is None:
+            return None
+        cutoff = time.time() - self.history_ttl
+        kept = [m for m in self._messages(name, epoch, entries) if m.ts >= cutoff]
+        return ChannelInfo(epoch.decode(), int(last or 0), len(kept))
+
+    def _listen(self, name: str) -> Listen:
+        rec = self.records.get(name)
+        if rec is None:
+            topic = (self.topic_prefix + name).encode()
+            confirmed = self._loop.create_future()
+            if not self.link.send("SUBSCRIBE", topic):
+                _fail(confirmed)
+            rec = self.records[name] = Listen(Sequencer(name, self.sink), topic, confirmed)
+            self.by_topic[topic] = rec
+        self._touch(rec)
+        return rec
+
+    @staticmethod
+    def _behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
+        position = positions.get(rec.name)
+        return position is not None and rec.order.behind(*position)
+
+    async def _confirmed(self, records: Sequence[Listen]) -> None:
+        waiting = [r.confirmed for r in records if not r.confirmed.done()]
+        if waiting:
+            try:
+                await asyncio.wait_for(asyncio.gather(*waiting), CONFIRM_TIMEOUT)
+            except TimeoutError:
+                raise RedisTimeoutError("Redis did not confirm SUBSCRIBE") from None
+        for r in records:
+            r.confirmed.result()
+
+    def _subscribed(self, topic: bytes) -> None:
+        rec = self.by_topic.get(topic)
+        if rec is not None and not rec.confirmed.done():
+            rec.confirmed.set_result(None)
+
+    def _touch(self, rec: Listen) -> None:
+        rec.touched = self._loop.time()
+        if rec.timer is None:
+            rec.timer = self._loop.call_later(GRACE, self._check, rec)
+
+    def _check(self, rec: Listen) -> None:
+        """Stop listening once the channel has had no local subscriber for the grace time."""
+        rec.timer = None
+        if self.records.get(rec.name) is not rec:
+            return
+        if self.sink.audience(rec.name):
+            return  # the last one to leave calls release(), which re-arms the timer
+        remaining = rec.touched + GRACE - self._loop.time()
+        if rec.order.reading or (not rec.order.loaded and not rec.confirmed.done()):
+            remaining = GRACE
+        if remaining > 0:
+            rec.timer = self._loop.call_later(remaining, self._check, rec)
+            return
+        del self.records[rec.name]
+        del self.by_topic[rec.topic]
+        self.sink.forget(rec.name)
+        self.link.send("UNSUBSCRIBE", rec.topic)
+
+    # -- applying messages in id order -----------------------------------------------------------
+
+    def _notified(self, topic: bytes, payload: bytes) -> None:
+        rec = self.by_topic.get(topic)
+        if rec is None:
+            return
+        epoch, id_, ts, data = payload.split(b"\n", 3)
+        message = Message(rec.name, epoch.decode(), int(id_), float(ts), data)
+        if rec.order.offer(message):
+            self._spawn(self._refresh([rec]))
+
+    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if not task.cancelled():
+            exc = task.exception()
+            if exc is not None:
+                self.link.lose(exc)
+
+    async def _refresh(self, records: Sequence[Listen]) -> None:
+        """Read each channel's epoch and the messages this node has not seen, and apply them."""
+        pipe = self.client.pipeline(transaction=False)
+        froms = [rec.order.read_from() for rec in records]
+        try:
+            for rec, (epoch, after) in zip(records, froms, strict=True):
+                await self._sync(
+                    keys=[meta_key(rec.name), history_key(rec.name)],
+                    args=[secrets.token_hex(5), self.meta_ms, after, self.history_size, epoch],
+                    client=pipe,
+                )
+            results = await pipe.execute()
+        finally:
+            for rec in records:
+                rec.order.done_reading()
+        again = []
+        for rec, (_, after), (epoch, last, entries) in zip(records, froms, results, strict=True):
+            ordered = reversed(entries) if after < 0 else entries
+            messages = self._messages(rec.name, epoch, ordered)
+            if rec.order.apply(epoch.decode(), int(last), messages):
+                again.append(rec)
+        if again:
+            self._spawn(self._refresh(again))
+
+    @staticmethod
+    def _messages(name: str, epoch: bytes, entries: Iterable[Any]) -> list[Message]:
+        text = epoch.decode()
+        out = []
+        for entry_id, fields in entries:
+            if not isinstance(fields, dict):
+                fields = dict(zip(fields[::2], fields[1::2], strict=True))
+            id_ = int(entry_id.split(b"-", 1)[0])
+            out.append(Message(name, text, id_, float(fields[b"t"]), fields[b"d"]))
+        return out

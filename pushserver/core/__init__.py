@@ -1,0 +1,1 @@
+"""The server's core: channels, positions, subscriptions and the hub. No HTTP here."""

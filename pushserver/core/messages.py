@@ -1,0 +1,78 @@
+"""Messages and gaps: what a subscriber receives, encoded once as the JSON envelope's bytes.
+
+A message is encoded once and the same bytes go to every subscriber. Only a multi-channel
+subscription needs its own cursor text, so an envelope is kept as a shared head (everything up
+to the cursor) plus the per-subscription cursor and a fixed tail.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .positions import cursor_part
+
+ENVELOPE_TAIL = b'"}'
+
+
+class Message:
+    """One published message; `head` is the envelope up to its cursor, shared by all framings."""
+
+    __slots__ = ("channel", "data", "epoch", "head", "id", "position", "seq", "ts")
+
+    def __init__(self, channel: str, epoch: str, id: int, ts: float, data: bytes) -> None:
+        self.channel = channel
+        self.epoch = epoch
+        self.id = id
+        self.ts = ts
+        self.data = data
+        self.seq = 0
+        """Arrival order on this server across channels, set by the hub; orders multi-channel
+        deliveries the way they were published."""
+        self.position = cursor_part(channel, epoch, id)
+        self.head = b'{"channel":%b,"id":%d,"ts":%b,"data":%b,"cursor":"' % (
+            orjson.dumps(channel),
+            id,
+            orjson.dumps(round(ts, 6)),
+            data,
+        )
+
+    def body(self, cursor: bytes) -> bytes:
+        """The envelope, carrying the subscription's cursor after this message."""
+        return self.head + cursor + ENVELOPE_TAIL
+
+
+class Gap:
+    """Messages `first`..`last` of a channel that a subscriber cannot get, and why."""
+
+    __slots__ = ("channel", "first", "last", "position", "reason")
+    seq = -1
+    """Gaps sort before every message of a backlog."""
+
+    def __init__(self, channel: str, first: int, last: int, reason: str, position: str) -> None:
+        self.channel = channel
+        self.first = first
+        self.last = last
+        self.reason = reason
+        self.position = position
+
+    def body(self, cursor: bytes) -> bytes:
+        return control(
+            {
+                "type": "gap",
+                "channel": self.channel,
+                "from": self.first,
+                "to": self.last,
+                "reason": self.reason,
+                "cursor": cursor.decode(),
+            }
+        )
+
+
+Event = Message | Gap
+
+
+def control(event: dict[str, Any]) -> bytes:
+    """A control event (gap, reconnect, expired) as JSON bytes."""
+    return orjson.dumps(event)

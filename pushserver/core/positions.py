@@ -1,0 +1,64 @@
+"""Positions and cursors: where a subscriber stands in each channel, and the string it hands back.
+
+A cursor reads `channel:EPOCH:ID` joined with `,`, one part per channel. `Position` is the one
+place that format is written and read, so a stale or mangled cursor is refused instead of being
+misread as a position in another history.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+from .errors import InvalidInput
+from .names import is_channel
+
+EPOCH_RE = re.compile(r"[A-Za-z0-9]{1,32}")
+ID_RE = re.compile(r"[0-9]{1,18}")
+
+
+def cursor_part(channel: str, epoch: str, last_id: int) -> str:
+    """One channel's part of a cursor; the only place its format is written."""
+    return f"{channel}:{epoch}:{last_id}"
+
+
+class Position(NamedTuple):
+    """A channel's epoch and the last id seen in it."""
+
+    epoch: str
+    id: int
+
+    def part(self, channel: str) -> str:
+        return cursor_part(channel, self.epoch, self.id)
+
+
+def _bad(message: str) -> InvalidInput:
+    return InvalidInput("bad_cursor", message)
+
+
+def parse_cursor(text: str) -> dict[str, Position]:
+    """`chan:EPOCH:ID,...` to {channel: Position}; any flaw is InvalidInput `bad_cursor`."""
+    positions: dict[str, Position] = {}
+    if not text:
+        return positions
+    for part in text.split(","):
+        pieces = part.rsplit(":", 2)
+        if len(pieces) != 3:
+            raise _bad(f"cursor part {part[:140]!r} is not channel:epoch:id")
+        channel, epoch, last = pieces
+        if not is_channel(channel) or not EPOCH_RE.fullmatch(epoch) or not ID_RE.fullmatch(last):
+            raise _bad(f"cursor part {part[:140]!r} is malformed")
+        if channel in positions:
+            raise _bad(f"cursor names channel {channel!r} twice")
+        positions[channel] = Position(epoch, int(last))
+    return positions
+
+
+def format_cursor(positions: Mapping[str, Position]) -> str:
+    return ",".join(p.part(c) for c, p in positions.items())
+
+
+def restrict(positions: Mapping[str, Position], channels: Iterable[str]) -> dict[str, Position]:
+    """The cursor's positions for the channels of this subscription only."""
+    return {c: positions[c] for c in channels if c in positions}

@@ -1,0 +1,69 @@
+"""Subscriber tokens: HS256 JWTs naming the channels a subscriber may read, and until when.
+
+An app server that knows its users mints a short-lived token per user; the push server needs no
+user database, only the shared secret. A token's `channels` claim lists names, a trailing `*`
+allowing every channel with that prefix (`user.42.*`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+import jwt
+
+from .errors import Forbidden, Unauthorized
+
+ALGORITHM = "HS256"
+
+
+def _unauthorized(message: str) -> Unauthorized:
+    return Unauthorized("unauthorized", message)
+
+
+def allows(patterns: Iterable[str], channel: str) -> bool:
+    """Whether a `channels` claim covers `channel`: an exact name or a `prefix*`."""
+    for pattern in patterns:
+        if pattern.endswith("*"):
+            if channel.startswith(pattern[:-1]):
+                return True
+        elif pattern == channel:
+            return True
+    return False
+
+
+def verify(token: str | None, secret: str, channels: Sequence[str]) -> float:
+    """Check a subscribe token against the channels asked for; returns its expiry (epoch s).
+
+    Missing, malformed, badly signed or expired: 401. Valid but not covering a channel: 403.
+    """
+    if not token:
+        raise _unauthorized("this server needs a subscribe token (?token=JWT)")
+    try:
+        claims = jwt.decode(
+            token, secret, algorithms=[ALGORITHM], options={"require": ["exp", "channels"]}
+        )
+    except jwt.ExpiredSignatureError:
+        raise _unauthorized("subscribe token expired") from None
+    except jwt.InvalidTokenError as exc:
+        raise _unauthorized(f"invalid subscribe token: {exc}") from None
+    patterns = claims["channels"]
+    exp = claims["exp"]
+    if (
+        not isinstance(patterns, list)
+        or not all(isinstance(p, str) for p in patterns)
+        or isinstance(exp, bool)
+        or not isinstance(exp, int | float)
+    ):
+        raise _unauthorized("invalid subscribe token: claims channels (list) and exp (number)")
+    for channel in channels:
+        if not allows(patterns, channel):
+            raise Forbidden("forbidden", f"subscribe token does not allow channel {channel!r}")
+    return float(exp)
+
+
+def mint(channels: Sequence[str], ttl: float, secret: str, now: float | None = None) -> str:
+    """A token for `channels` valid `ttl` seconds, for app servers' examples and for testing."""
+    issued = time.time() if now is None else now
+    claims = {"channels": list(channels), "exp": int(issued + ttl), "iat": int(issued)}
+    return jwt.encode(claims, secret, algorithm=ALGORITHM)

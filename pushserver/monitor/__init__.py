@@ -1,0 +1,1 @@
+"""Watching the process: Prometheus metrics, GC pauses, CPU and memory."""

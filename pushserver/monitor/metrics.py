@@ -1,0 +1,101 @@
+"""Prometheus metrics. Hot-path counters are plain ints in the hub, read at scrape time by a
+collector, so fan-out pays nothing for them; only latencies are observed as they happen."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ..core.hub import TRANSPORTS, Hub
+
+LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+GC_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class HubCollector(Collector):
+    def __init__(self, hub: Hub, labels: dict[str, str], extra: Callable[[], dict[str, float]]):
+        self.hub = hub
+        self.labels = labels
+        self.extra = extra
+
+    def _family(self, cls, name: str, doc: str, label: str | None = None):
+        names = [*self.labels, label] if label else list(self.labels)
+        return cls(name, doc, labels=names)
+
+    def collect(self) -> Iterator:
+        hub, base = self.hub, list(self.labels.values())
+        conns = self._family(
+            GaugeMetricFamily, "pushserver_connections", "Held subscriber connections", "transport"
+        )
+        for t in TRANSPORTS:
+            conns.add_metric([*base, t], hub.connections[t])
+        yield conns
+        channels = self._family(GaugeMetricFamily, "pushserver_channels", "Channels held")
+        channels.add_metric(base, len(hub.channels))
+        yield channels
+        published = self._family(
+            CounterMetricFamily, "pushserver_messages_published", "Messages published"
+        )
+        published.add_metric(base, hub.stats.messages_in)
+        yield published
+        delivered = self._family(
+            CounterMetricFamily,
+            "pushserver_messages_delivered",
+            "Message deliveries written to subscribers",
+            "transport",
+        )
+        for t in TRANSPORTS:
+            delivered.add_metric([*base, t], hub.stats.delivered[t])
+        yield delivered
+        disconnects = self._family(
+            CounterMetricFamily,
+            "pushserver_disconnects",
+            "Subscriber disconnects by reason",
+            "reason",
+        )
+        for reason, n in sorted(hub.stats.disconnects.items()):
+            disconnects.add_metric([*base, reason], n)
+        yield disconnects
+        limits = self._family(
+            CounterMetricFamily, "pushserver_limit_hits", "Requests refused by a limit", "limit"
+        )
+        for limit, n in sorted(hub.stats.limits_hit.items()):
+            limits.add_metric([*base, limit], n)
+        yield limits
+        for key, value in self.extra().items():
+            gauge = self._family(GaugeMetricFamily, f"pushserver_{key}", key.replace("_", " "))
+            gauge.add_metric(base, value)
+            yield gauge
+
+
+class Metrics:
+    """One registry per server, so several servers in one process never collide."""
+
+    def __init__(self, hub: Hub, worker: int, extra: Callable[[], dict[str, float]]) -> None:
+        labels = {"worker": str(worker)}
+        self.registry = CollectorRegistry()
+        self.fanout = Histogram(
+            "pushserver_publish_to_write_seconds",
+            "Time from publish to the last subscriber write of a fan-out",
+            labelnames=list(labels),
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        ).labels(**labels)
+        self.gc_pause = Histogram(
+            "pushserver_gc_pause_seconds",
+            "Cyclic garbage collector pauses",
+            labelnames=[*labels, "generation"],
+            buckets=GC_BUCKETS,
+            registry=self.registry,
+        )
+        self._gc_children = [self.gc_pause.labels(*labels.values(), str(g)) for g in range(3)]
+        self.registry.register(HubCollector(hub, labels, extra))
+
+    def observe_gc(self, generation: int, seconds: float) -> None:
+        self._gc_children[generation].observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,1 @@
+"""Everything that speaks HTTP through aiohttp: routes, handlers, transports, the server."""

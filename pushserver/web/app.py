@@ -1,0 +1,131 @@
+"""The aiohttp application: routes, the JSON error middleware and the background timers."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from aiohttp import web
+
+from ..broker import create_broker
+from ..config import Settings
+from ..core.errors import PushError
+from ..core.expiry import ExpiryWatch
+from ..core.hub import Hub
+from ..core.ratelimit import RateLimiter
+from ..monitor.gcmonitor import GcMonitor
+from ..monitor.metrics import Metrics
+from . import admin, cors, limits, openapi, publish
+from .errors import error_response, response_for
+from .ratelimit import RATE_LIMITER
+from .state import STATE, ServerState
+from .transports import longpoll, sse, stream, ws
+
+log = logging.getLogger("pushserver")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+HTTP_ERROR_CODES = {
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    414: "too_large",
+    431: "too_large",
+}
+
+
+@web.middleware
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error a client sees is `{"error", "message"}`; bad input is never a 500."""
+    try:
+        return await handler(request)
+    except PushError as exc:
+        limits.note(request, exc)
+        return response_for(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        code = HTTP_ERROR_CODES.get(exc.status, "bad_request" if exc.status < 500 else "error")
+        headers = {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")}
+        return error_response(exc.status, code, exc.reason or code, headers)
+    except (asyncio.CancelledError, ConnectionError):
+        raise
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(500, "internal", "internal server error")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_get("/lp/{channels}", longpoll.handle, allow_head=False)
+    app.router.add_get("/stream/{channels}", stream.handle, allow_head=False)
+    app.router.add_get("/sse/{channels}", sse.handle, allow_head=False)
+    app.router.add_get("/ws/{channels}", ws.handle, allow_head=False)
+    app.router.add_post("/pub/{channel}", publish.publish_one)
+    app.router.add_post("/pub", publish.publish_batch)
+    app.router.add_get("/channels/{channel}", admin.channel_info, allow_head=False)
+    app.router.add_get("/stats", admin.stats_handler, allow_head=False)
+    app.router.add_get("/metrics", admin.metrics_handler, allow_head=False)
+    app.router.add_get("/healthz", admin.healthz)
+    app.router.add_get("/openapi.yaml", openapi.handle, allow_head=False)
+
+
+async def _every(seconds: float, action: Callable[[], object]) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        try:
+            action()
+        except Exception:
+            log.exception("periodic %s failed", getattr(action, "__name__", action))
+
+
+async def _timers(app: web.Application) -> AsyncIterator[None]:
+    state = app[STATE]
+    settings = state.settings
+    await state.hub.broker.start()
+    idle_after = max(settings.history_ttl, 2 * settings.sweep_interval)
+    tasks = [
+        asyncio.create_task(_every(settings.heartbeat, state.hub.heartbeat)),
+        asyncio.create_task(_every(settings.sweep_interval, lambda: state.hub.sweep(idle_after))),
+        asyncio.create_task(_every(1.0, state.cpu.sample)),
+    ]
+    yield
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    await state.hub.broker.close()
+    state.gc.uninstall()
+
+
+async def create_app(settings: Settings, worker: int = 0) -> web.Application:
+    """Build the app inside a running loop (the hub schedules its flushes on it)."""
+    hub = Hub(
+        create_broker(settings),
+        history_size=settings.history_size,
+        history_ttl=settings.history_ttl,
+        max_buffer_bytes=settings.max_buffer_bytes,
+        max_flush_delay=settings.max_flush_delay,
+    )
+    gc = GcMonitor(lambda generation, seconds: metrics.observe_gc(generation, seconds))
+    metrics = Metrics(
+        hub,
+        worker,
+        lambda: {
+            "gc_pauses": gc.pauses,
+            "gc_pause_worst_seconds": gc.worst,
+            "gc_collected_objects": gc.collected,
+        },
+    )
+    hub.observe_fanout = metrics.fanout.observe
+    gc.install(settings.gc_thresholds)
+    app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
+    app[STATE] = ServerState(settings, hub, metrics, gc, ExpiryWatch(hub), worker)
+    if settings.max_publish_rate > 0:
+        app[RATE_LIMITER] = RateLimiter(settings.max_publish_rate)
+    cors.setup(app, settings.cors_origins)
+    add_routes(app)
+    app.cleanup_ctx.append(_timers)
+    return app

@@ -1,0 +1,56 @@
+"""The JSON error every client can act on: `{"error": code, "message": text}` with a status.
+
+The core raises plain `PushError`s; this module is where each kind gets its HTTP status.
+"""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+from ..core.errors import (
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    PushError,
+    TooLarge,
+    TooMany,
+    Unauthorized,
+    Unavailable,
+)
+
+STATUS: dict[type[PushError], int] = {
+    InvalidInput: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    TooLarge: 413,
+    TooMany: 429,
+    Unavailable: 503,
+}
+BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="pushserver"'}
+
+
+def status_of(exc: PushError) -> int:
+    for kind in type(exc).__mro__:
+        status = STATUS.get(kind)  # type: ignore[call-overload]
+        if status is not None:
+            return status
+    return 400
+
+
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> web.Response:
+    body = orjson.dumps({"error": code, "message": message})
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+def response_for(exc: PushError) -> web.Response:
+    """The response a refusal gets: its status, and Retry-After or a challenge when they apply."""
+    headers: dict[str, str] = {}
+    if exc.retry_after is not None:
+        headers["Retry-After"] = str(exc.retry_after)
+    if isinstance(exc, Unauthorized):
+        headers.update(BEARER_CHALLENGE)
+    return error_response(status_of(exc), exc.code, exc.message, headers)

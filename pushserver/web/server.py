@@ -1,0 +1,137 @@
+"""Serving in one process: event loop, open-file limit, socket, signals, graceful drain."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import signal
+import socket
+from collections.abc import Callable
+
+from aiohttp import web
+
+from ..config import Settings
+from ..monitor.gcmonitor import GcMonitor
+from . import logfilter
+from .app import create_app
+from .state import STATE
+
+log = logging.getLogger("pushserver")
+
+FILES_RESERVED = 100
+"""Descriptors kept back from subscribers: listening socket, Redis, logs, the loop itself."""
+
+
+def raise_open_file_limit(settings: Settings) -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard one; warn when it cannot hold the connections."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    if soft != resource.RLIM_INFINITY:
+        usable = max(0, soft - FILES_RESERVED) * settings.workers
+        if settings.max_connections > usable:
+            log.warning(
+                "--max-connections %d exceeds what the open-file limit allows: %d files per "
+                "process (hard limit %s) x %d worker(s) holds about %d connections; add workers "
+                "or machines for more",
+                settings.max_connections,
+                soft,
+                hard,
+                settings.workers,
+                usable,
+            )
+    return soft
+
+
+def url_for(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def listening_socket(settings: Settings) -> socket.socket:
+    """Bound before the app starts, with SO_REUSEPORT so several workers can share the port."""
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if settings.workers > 1:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((settings.host, settings.port))
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(
+    settings: Settings,
+    sock: socket.socket,
+    worker: int = 0,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, then drain within the shutdown timeout.
+
+    `on_ready(url)` replaces the ready line, for a supervisor that prints it once for all workers.
+    """
+    logfilter.install()
+    app = await create_app(settings, worker)
+    runner = web.AppRunner(
+        app,
+        handler_cancellation=True,
+        access_log=logging.getLogger("aiohttp.access") if settings.access_log else None,
+        max_line_size=settings.max_line_size,
+        max_field_size=settings.max_field_size,
+        shutdown_timeout=settings.shutdown_timeout,
+        keepalive_timeout=settings.request_timeout,
+    )
+    await runner.setup()
+    site = web.SockSite(runner, sock, backlog=4096)
+    await site.start()
+    host, port = sock.getsockname()[:2]
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    state = app[STATE]
+    log.info(
+        "worker %d listening on %s (%s broker, %s loop)",
+        worker,
+        url_for(host, port),
+        state.hub.broker.name,
+        settings.loop,
+    )
+    if on_ready is not None:
+        on_ready(url_for(host, port))
+    elif worker == 0:
+        print(f"pushserver listening on {url_for(host, port)}", flush=True)
+    GcMonitor.freeze()
+    await stop.wait()
+    log.info("draining: %d held connections", state.hub.connection_total)
+    state.draining = True
+    try:
+        await asyncio.wait_for(_drain(runner, site, state), settings.shutdown_timeout)
+    except TimeoutError:
+        log.warning("shutdown timeout (%ss) passed; closing the rest", settings.shutdown_timeout)
+    log.info("stopped")
+
+
+async def _drain(runner: web.AppRunner, site: web.SockSite, state) -> None:
+    await site.stop()
+    state.hub.drain()
+    await runner.cleanup()
+    await state.hub.all_gone()
+
+
+def run_worker(
+    settings: Settings,
+    sock: socket.socket,
+    worker: int = 0,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve on `sock` in this process, on the event loop the settings ask for."""
+    if settings.loop == "uvloop":
+        import uvloop
+
+        runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    else:
+        runner = asyncio.Runner()
+    with runner:
+        runner.run(serve(settings, sock, worker, on_ready))

@@ -1,0 +1,29 @@
+"""What every handler reaches through the app: settings, hub, metrics."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from aiohttp import web
+
+from ..config import Settings
+from ..core.expiry import ExpiryWatch
+from ..core.hub import Hub
+from ..monitor.gcmonitor import GcMonitor
+from ..monitor.metrics import Metrics
+from ..monitor.process import CpuSampler
+
+
+@dataclasses.dataclass(eq=False)
+class ServerState:
+    settings: Settings
+    hub: Hub
+    metrics: Metrics
+    gc: GcMonitor
+    expiry: ExpiryWatch
+    worker: int
+    cpu: CpuSampler = dataclasses.field(default_factory=CpuSampler)
+    draining: bool = False
+
+
+STATE = web.AppKey("pushserver_state", ServerState)

@@ -1,0 +1,157 @@
+"""What every subscribe transport does before it holds a connection: read and check the
+request, apply the limits, and find where the subscription starts; and, for held streams, what
+they share once aiohttp has handed their connection over."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import TypeVar
+
+from aiohttp import web
+
+from ...core.errors import InvalidInput, TooMany, Unavailable, draining
+from ...core.messages import Event
+from ...core.names import parse_channels
+from ...core.positions import Position, parse_cursor, restrict
+from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
+from ...core.tokens import verify
+from ...wire.framing import Framing
+from ..handoff import hand_off
+from ..state import STATE, ServerState
+
+S = TypeVar("S", bound=Subscription)
+
+
+@dataclasses.dataclass(slots=True)
+class SubscribeRequest:
+    state: ServerState
+    kind: str
+    channels: tuple[str, ...]
+    positions: dict[str, Position]
+    history: int
+    remote: str
+    expires: float | None
+    """When the subscribe token expires (epoch seconds); None without --subscribe-secret."""
+
+
+def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        code = "bad_history" if name == "history" else "bad_parameter"
+        raise InvalidInput(
+            code, f"?{name} must be an integer from {low} to {high}, got {raw[:40]!r}"
+        )
+    return value
+
+
+def subscribe_request(
+    request: web.Request, kind: str, cursor: str | None = None
+) -> SubscribeRequest:
+    """Parse and check a subscribe request; raises PushError for anything a client must fix."""
+    state = request.app[STATE]
+    settings = state.settings
+    if state.draining:
+        raise draining()
+    channels = parse_channels(
+        request.match_info["channels"], settings.max_channels_per_subscription
+    )
+    if cursor is None:
+        cursor = request.query.get("cursor", "")
+    positions = restrict(parse_cursor(cursor), channels)
+    history = int_param(request, "history", 0, 0, settings.history_size)
+    expires = None
+    if settings.subscribe_secret:
+        expires = verify(request.query.get("token"), settings.subscribe_secret, channels)
+    remote = request.remote or "-"
+    hub = state.hub
+    if hub.connection_total >= settings.max_connections:
+        hub.stats.limits_hit["max_connections"] += 1
+        raise Unavailable(
+            "over_capacity", f"server holds its maximum of {settings.max_connections} connections"
+        )
+    per_ip = settings.max_connections_per_ip
+    if per_ip and hub.per_ip[remote] >= per_ip:
+        hub.stats.limits_hit["max_connections_per_ip"] += 1
+        raise TooMany(
+            "too_many_connections", f"at most {per_ip} held connections per client address"
+        )
+    return SubscribeRequest(state, kind, channels, positions, history, remote, expires)
+
+
+async def open_channels(sub_req: SubscribeRequest) -> list[LocalChannel]:
+    """The subscription's channels from the broker, its cursor checked against them.
+
+    Runs before any byte of the response is sent, so a refusal here (bad cursor, broker down)
+    is still a clean JSON error.
+    """
+    state = sub_req.state
+    channels = await state.hub.open(sub_req.channels, sub_req.positions)
+    state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    return channels
+
+
+def begin(
+    sub_req: SubscribeRequest, channels: list[LocalChannel], factory: type[S], *args: object
+) -> tuple[S, list[Event]]:
+    """Build the subscriber and its backlog.
+
+    Synchronous, and the caller registers the subscriber with the hub before it next awaits, so
+    no message can slip between the backlog and live delivery or arrive twice.
+    """
+    events, parts = sub_req.state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    return factory(Start(channels, parts, sub_req.remote), *args), events
+
+
+class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
+    """A held stream (NDJSON, SSE, WebSocket) after the hand-off: the transport's protocol and
+    the hub's subscriber in one object. Losing the connection unregisters it."""
+
+    __slots__ = ("state",)
+
+    def __init__(
+        self, start: Start, transport: asyncio.Transport, framing: Framing, state: ServerState
+    ) -> None:
+        super().__init__(start, transport, framing)
+        self.state = state
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        state = self.state
+        hub = state.hub
+        state.expiry.discard(self)
+        hub.stats.disconnects[self.reason or "client"] += 1
+        hub.leave(self.framing.name, self.remote)
+        hub.detach(self)
+        hub.release(self.channels)
+
+
+def take_over(
+    request: web.Request,
+    sub_req: SubscribeRequest,
+    sub: HeldSubscriber,
+    events: list[Event],
+    status: int = 200,
+) -> web.StreamResponse | None:
+    """Hand the connection to `sub`, send its backlog and register it with the hub, the
+    connection counts and the token-expiry watch; the handler returns what this returns
+    (None: the client is already gone).
+
+    Does not leave the event loop, so it keeps `begin`'s promise: the subscriber is registered
+    before any other message is fanned out.
+    """
+    handed = hand_off(request, sub, status)
+    if handed is None:
+        return None
+    if events:
+        sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
+    state = sub_req.state
+    state.hub.attach(sub)
+    state.hub.enter(sub.framing.name, sub.remote)
+    state.expiry.add(sub, sub_req.expires)
+    return handed

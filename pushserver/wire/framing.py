@@ -1,0 +1,72 @@
+"""How each kind of held connection frames an envelope, and the long-poll answer's body.
+
+Bytes in, bytes out: the hub frames each message once per framing and writes the same bytes to
+every subscriber of that framing.
+"""
+
+from __future__ import annotations
+
+from .websocket import PING, TEXT, frame
+
+
+class Framing:
+    """How one kind of held connection frames an event, a heartbeat and chunked transfer."""
+
+    __slots__ = ("chunked", "name")
+
+    def __init__(self, name: str, chunked: bool) -> None:
+        self.name = name
+        self.chunked = chunked
+
+    def event(self, body: bytes, cursor: bytes | None) -> bytes:
+        raise NotImplementedError
+
+    def comment(self, text: bytes) -> bytes:
+        """Bytes that carry no event: heartbeats and padding."""
+        raise NotImplementedError
+
+    def chunk(self, payload: bytes) -> bytes:
+        """Wrap already-framed bytes for the wire (HTTP/1.1 chunked transfer when used)."""
+        if self.chunked:
+            return b"%x\r\n%b\r\n" % (len(payload), payload)
+        return payload
+
+
+class NdjsonFraming(Framing):
+    def event(self, body: bytes, cursor: bytes | None) -> bytes:
+        return body + b"\n"
+
+    def comment(self, text: bytes) -> bytes:
+        return text + b"\n"
+
+
+class SseFraming(Framing):
+    def event(self, body: bytes, cursor: bytes | None) -> bytes:
+        if cursor is None:
+            return b"data: %b\n\n" % body
+        return b"id: %b\ndata: %b\n\n" % (cursor, body)
+
+    def comment(self, text: bytes) -> bytes:
+        return b":%b\n\n" % text
+
+
+class WebSocketFraming(Framing):
+    """Unmasked server-to-client text frames, built once and written straight to the socket."""
+
+    def event(self, body: bytes, cursor: bytes | None) -> bytes:
+        return frame(TEXT, body)
+
+    def comment(self, text: bytes) -> bytes:
+        return frame(PING, b"")
+
+
+NDJSON = NdjsonFraming("stream", chunked=True)
+NDJSON_PLAIN = NdjsonFraming("stream", chunked=False)
+SSE = SseFraming("sse", chunked=True)
+SSE_PLAIN = SseFraming("sse", chunked=False)
+WEBSOCKET = WebSocketFraming("ws", chunked=False)
+
+
+def longpoll_body(events: list[bytes], cursor: str) -> bytes:
+    """The long-poll answer: `{"messages": [...], "cursor": "..."}`."""
+    return b'{"messages":[%b],"cursor":"%b"}' % (b",".join(events), cursor.encode())

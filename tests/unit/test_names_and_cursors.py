@@ -1,0 +1,76 @@
+"""Property tests for the two strings clients hand back: channel lists and cursors.
+
+Whatever a client sends, parsing either succeeds or raises InvalidInput (a 400); a cursor the
+server formats always parses back to the same positions.
+"""
+
+from __future__ import annotations
+
+import string
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from pushserver.core.errors import InvalidInput
+from pushserver.core.names import parse_channels
+from pushserver.core.positions import Position, format_cursor, parse_cursor, restrict
+
+CHANNEL_ALPHABET = string.ascii_letters + string.digits + "_.:@-"
+channels = st.text(CHANNEL_ALPHABET, min_size=1, max_size=128)
+epochs = st.text(string.ascii_letters + string.digits, min_size=1, max_size=32)
+ids = st.integers(min_value=0, max_value=10**18 - 1)
+positions = st.dictionaries(channels, st.builds(Position, epochs, ids), min_size=0, max_size=64)
+hostile = st.one_of(
+    st.text(),
+    st.text(CHANNEL_ALPHABET + ",:%/\x00 ", max_size=300),
+    st.binary().map(lambda b: b.decode("latin-1")),
+)
+
+SETTINGS = settings(max_examples=150, deadline=None)
+
+
+@SETTINGS
+@given(positions)
+def test_cursor_round_trips(pos):
+    assert parse_cursor(format_cursor(pos)) == pos
+
+
+@SETTINGS
+@given(st.lists(channels, min_size=1, max_size=64, unique=True))
+def test_channel_list_round_trips(names):
+    assert parse_channels(",".join(names), 64) == tuple(names)
+
+
+@SETTINGS
+@given(positions, st.lists(channels, max_size=8))
+def test_restrict_keeps_only_the_subscription(pos, names):
+    kept = restrict(pos, names)
+    assert set(kept) <= set(names)
+    assert all(kept[c] == pos[c] for c in kept)
+
+
+def _only_bad_request(parse, text):
+    try:
+        parse(text)
+    except InvalidInput as exc:
+        assert exc.code in ("bad_cursor", "bad_channel", "too_many_channels")
+        assert len(exc.message) < 400
+
+
+@SETTINGS
+@given(hostile)
+@example("news:abc:1,news:abc:2")
+@example("a:b:" + "9" * 19)
+@example("::")
+@example(",")
+def test_any_cursor_text_parses_or_is_a_400(text):
+    _only_bad_request(parse_cursor, text)
+
+
+@SETTINGS
+@given(hostile)
+@example("")
+@example(",".join(["a"] * 65))
+@example("a" * 129)
+def test_any_channel_text_parses_or_is_a_400(text):
+    _only_bad_request(lambda t: parse_channels(t, 64), text)
