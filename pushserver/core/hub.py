@@ -9,7 +9,8 @@ A flush costs about one `send()` per subscriber whatever it carries, so when the
 costly the next waits a little (30 % of that cost in whole milliseconds, at most
 `max_flush_delay`) for more messages to share its writes: a publisher that sends one message per
 request then gets several into each flush instead of one. After a flush under 3.3 ms (a few
-hundred subscribers) the next one does not wait.
+hundred subscribers) the next one does not wait, and the wait counts from the end of the last
+flush: a message that arrives after the channel was quiet that long is written at once.
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ class Hub:
         self.max_buffer_bytes = max_buffer_bytes
         self.max_flush_delay = max_flush_delay
         self.flush_delay = 0.0
-        """How long the next flush waits for company; from the last flush's cost."""
+        """How long after the last flush the next one waits for company; from its cost."""
+        self.last_flush_end = 0.0
+        """Loop time at which the last flush ended; the next one waits at most until
+        `last_flush_end + flush_delay`."""
         self.observe_fanout = observe_fanout
         self.channels: dict[str, LocalChannel] = {}
         self.streams: set[StreamSubscriber] = set()
@@ -182,7 +186,7 @@ class Hub:
 
     def dispatch(self, messages: Iterable[Message]) -> None:
         """Queue messages (in id order per channel) for the next flush: at the end of this loop
-        iteration, or after `flush_delay` when the last flush was costly."""
+        iteration, or up to `flush_delay` after the last flush when that one was costly."""
         channels = self.channels
         seq = self._seq
         for m in messages:
@@ -191,8 +195,9 @@ class Hub:
                 continue
             if not ch.pending:
                 if not self._dirty:
-                    if self.flush_delay:
-                        self._loop.call_later(self.flush_delay, self._flush)
+                    wait = self.last_flush_end + self.flush_delay - self._loop.time()
+                    if wait > 0:
+                        self._loop.call_later(wait, self._flush)
                     else:
                         self._loop.call_soon(self._flush)
                 self._dirty.append(ch)
@@ -217,6 +222,7 @@ class Hub:
         delay = min(self.max_flush_delay, (time.perf_counter() - started) * FLUSH_DELAY_SHARE)
         # Loop timers count whole milliseconds; rounding down keeps the wait within its share.
         self.flush_delay = math.floor(delay * 1000) / 1000
+        self.last_flush_end = self._loop.time()
 
     def fan_out(
         self, ch: LocalChannel, messages: list[Message], cut: list[StreamSubscriber]
