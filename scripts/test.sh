@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh machine, then run every test.
-# System packages (redis-server, chromium, maven, node) come from apt when missing; Python
+# System packages (redis-server, nginx, chromium, maven, node) come from apt when missing; Python
 # packages go into .venv; the JS and Java tests fetch their own dev dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
+command -v nginx >/dev/null || missing+=(nginx-light)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
