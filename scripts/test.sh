@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh machine, then run every test.
-# System packages (redis-server, nginx, chromium, maven, node) come from apt when missing; Python
+# System packages (redis-server, chromium, maven, node) come from apt when missing; Python
 # packages go into .venv; the JS and Java tests fetch their own dev dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
