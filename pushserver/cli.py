@@ -7,13 +7,17 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from . import __version__
+from . import __version__, token_cli
 from .config import ConfigError, add_arguments, load
+from .core.tokens import weak_secret
+from .usage import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    token_usage = token_cli.build_parser().format_usage().removeprefix("usage: ")
+    parser = OneLineParser(
         prog="pushserver",
+        usage=f"%(prog)s [options]\n       {token_usage}",
         description=(
             "Long-polling / Comet push server: publish with POST /pub/CHANNEL, subscribe with "
             "GET /lp|/stream|/sse|/ws/CHANNELS. Settings come from flags, then PUSHSERVER_* "
@@ -29,20 +33,25 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["token"]:
-        from .token_cli import main as token_main
-
-        token_main(argv[1:])
+        token_cli.main(argv[1:])
         return
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         settings = load(args)
     except ConfigError as exc:
-        sys.exit(f"pushserver: error: {exc}")
+        parser.error(str(exc))
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    warning = weak_secret(settings.subscribe_secret, "--subscribe-secret")
+    if warning:
+        logging.getLogger("pushserver").warning(warning)
     from .runner import run
 
-    run(settings)
+    try:
+        run(settings)
+    except ConfigError as exc:
+        parser.error(str(exc))

@@ -9,13 +9,32 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import ipaddress
+import math
 import os
+import resource
 import tomllib
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "PUSHSERVER_"
+
+FILES_RESERVED = 100
+"""Descriptors kept back from subscribers: listening socket, Redis, logs, the loop itself."""
+
+
+def connections_the_open_files_allow() -> int:
+    """Subscribers one process can hold once its soft open-file limit is raised to the hard one.
+
+    The default `--max-connections`, so a default start fits the machine it starts on.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = soft if hard == resource.RLIM_INFINITY else hard
+    if files == resource.RLIM_INFINITY:
+        return 100_000
+    return max(1, files - FILES_RESERVED)
 
 
 def _setting(default: Any, help: str, **extra: Any) -> Any:
@@ -25,13 +44,15 @@ def _setting(default: Any, help: str, **extra: Any) -> Any:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     host: str = _setting("127.0.0.1", "address to listen on")
-    port: int = _setting(8080, "TCP port to listen on (0 = pick a free one)")
+    port: int = _setting(8080, "TCP port to listen on (0 = pick a free one)", metavar="PORT")
     loop: str = _setting("uvloop", "event loop implementation", choices=("uvloop", "asyncio"))
     workers: int = _setting(
         1, "server processes on one port (SO_REUSEPORT); more than 1 needs --redis"
     )
     redis: str = _setting(
-        "", "Redis URL (redis://host:port/db) for the Redis broker; empty = memory broker"
+        "",
+        "Redis URL (redis://host:port/db) for the Redis broker; empty = memory broker",
+        metavar="URL",
     )
     history_size: int = _setting(100, "messages kept per channel for resuming clients")
     history_ttl: float = _setting(300.0, "seconds a message stays in a channel's history")
@@ -51,23 +72,39 @@ class Settings:
     max_message_bytes: int = _setting(64 << 10, "largest published message body (413 above)")
     max_batch: int = _setting(1000, "largest number of messages in one POST /pub batch")
     max_channels_per_subscription: int = _setting(64, "channels one subscription may name")
-    max_connections: int = _setting(100_000, "held subscriber connections before 503 over_capacity")
+    max_connections: int = _setting(
+        connections_the_open_files_allow(),
+        "held subscriber connections per process before 503 over_capacity (default: the "
+        f"open-file hard limit less {FILES_RESERVED})",
+    )
     max_connections_per_ip: int = _setting(
         0, "held subscriber connections per client IP (0 = none)"
     )
-    max_publish_rate: float = _setting(0.0, "publishes per second per key or IP (0 = unlimited)")
+    max_publish_rate: float = _setting(
+        0.0, "publishes per second per key or IP (0 = unlimited)", metavar="RATE"
+    )
     max_pad: int = _setting(8192, "largest ?pad= accepted on streams")
     max_line_size: int = _setting(8190, "largest request line / URL in bytes")
     max_field_size: int = _setting(8190, "largest request header in bytes")
     publish_key: str = _setting("", "bearer key for publishing and admin; empty = loopback only")
     subscribe_secret: str = _setting("", "HS256 secret; when set, subscribers need ?token=JWT")
-    cors_origin: str = _setting("", "comma-separated allowed CORS origins, or *; empty = no CORS")
+    cors_origin: str = _setting(
+        "", "comma-separated allowed CORS origins, or *; empty = no CORS", metavar="ORIGINS"
+    )
+    trusted_proxies: str = _setting(
+        "",
+        "comma-separated addresses or networks (CIDR) of reverse proxies whose X-Forwarded-For "
+        "names the client; empty = trust none",
+        metavar="ADDRESSES",
+    )
     shutdown_timeout: float = _setting(10.0, "seconds to drain connections on SIGTERM/SIGINT")
     request_timeout: float = _setting(
         60.0, "seconds a client may take to send a request head, or stay idle between requests"
     )
     gc_threshold: str = _setting(
-        "50000,50,100", "cyclic GC thresholds gen0,gen1,gen2 (larger = rarer, shorter pauses)"
+        "50000,50,100",
+        "cyclic GC thresholds gen0,gen1,gen2 (larger = rarer, shorter pauses)",
+        metavar="GEN0,GEN1,GEN2",
     )
     sweep_interval: float = _setting(5.0, "seconds between sweeps that drop idle channels")
     log_level: str = _setting("info", "log level", choices=("debug", "info", "warning", "error"))
@@ -82,6 +119,14 @@ class Settings:
     def cors_origins(self) -> tuple[str, ...]:
         return tuple(o.strip() for o in self.cors_origin.split(",") if o.strip())
 
+    @property
+    def trusted_networks(self) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+        return tuple(
+            ipaddress.ip_network(p.strip(), strict=False)
+            for p in self.trusted_proxies.split(",")
+            if p.strip()
+        )
+
 
 class ConfigError(ValueError):
     """A setting could not be read; the message names the source and the setting."""
@@ -90,61 +135,129 @@ class ConfigError(ValueError):
 FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 
 
-def _convert(name: str, value: Any, source: str) -> Any:
+KIND_WORDS = {int: "an integer", float: "a number", bool: "true or false", str: "text"}
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _convert(name: str, value: Any, label: str) -> Any:
+    """One value from a flag, the environment (text) or the TOML file (text or typed)."""
     field = FIELDS[name]
     kind = type(field.default)
     try:
-        if kind is bool and isinstance(value, str):
+        if isinstance(value, str) and kind is bool:
             if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
                 raise ValueError(value)
-            value = value.lower() in ("1", "true", "yes", "on")
+            converted: Any = value.lower() in ("1", "true", "yes", "on")
+        elif isinstance(value, str) or (kind is float and type(value) is int):
+            converted = kind(value)
+        elif type(value) is kind:
+            converted = value
         else:
-            value = kind(value)
+            raise TypeError(value)
+        if kind is float and not math.isfinite(converted):
+            raise ValueError(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{source}: {name} must be {kind.__name__}, got {value!r}") from None
+        raise ConfigError(f"{label} must be {KIND_WORDS[kind]}, got {value!r}") from None
     choices = field.metadata.get("choices")
-    if choices and value not in choices:
-        raise ConfigError(f"{source}: {name} must be one of {', '.join(choices)}, got {value!r}")
-    return value
+    if choices and converted not in choices:
+        raise ConfigError(f"{label} must be one of {', '.join(choices)}, got {converted!r}")
+    return converted
 
 
-def validate(settings: Settings) -> Settings:
-    """Reject combinations that cannot work, with a message an operator can act on."""
-    try:
-        settings.gc_thresholds  # noqa: B018 - parses
-    except ValueError:
-        raise ConfigError(
-            f"gc_threshold must be three integers a,b,c, got {settings.gc_threshold!r}"
-        ) from None
+AT_LEAST_ONE = (
+    "history_size",
+    "max_buffer_bytes",
+    "max_message_bytes",
+    "max_batch",
+    "max_channels_per_subscription",
+    "max_connections",
+    "max_line_size",
+    "max_field_size",
+)
+AT_LEAST_ZERO = ("max_connections_per_ip", "max_publish_rate", "max_pad", "shutdown_timeout")
+POSITIVE = ("heartbeat", "history_ttl", "max_timeout", "sweep_interval", "request_timeout")
+
+
+def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Settings:
+    """Reject values and combinations that cannot work, naming where each value came from.
+
+    `labels` maps a setting to its source (an environment variable, the TOML file); the flag is
+    named otherwise.
+    """
+
+    def bad(name: str, rule: str) -> ConfigError:
+        label = (labels or {}).get(name) or flag(name)
+        return ConfigError(f"{label} must be {rule}, got {getattr(settings, name)!r}")
+
+    if not 0 <= settings.port <= 65535:
+        raise bad("port", "0..65535")
     if settings.workers < 1:
-        raise ConfigError("workers must be at least 1")
+        raise bad("workers", "at least 1")
     if settings.workers > 1 and not settings.redis:
         raise ConfigError(
             "--workers > 1 needs --redis: worker processes share channels only through Redis"
         )
-    for name in ("history_size", "max_buffer_bytes", "max_message_bytes", "max_batch"):
+    for name in AT_LEAST_ONE:
         if getattr(settings, name) < 1:
-            raise ConfigError(f"{name} must be at least 1")
-    for name in ("heartbeat", "history_ttl", "max_timeout", "sweep_interval", "request_timeout"):
+            raise bad(name, "at least 1")
+    for name in AT_LEAST_ZERO:
+        if getattr(settings, name) < 0:
+            raise bad(name, "0 or more")
+    for name in POSITIVE:
         if getattr(settings, name) <= 0:
-            raise ConfigError(f"{name} must be positive")
+            raise bad(name, "positive")
     if not 0 <= settings.max_flush_delay <= 0.1:
-        raise ConfigError("max_flush_delay must be between 0 and 0.1 seconds")
+        raise bad("max_flush_delay", "0..0.1 seconds")
     if not 0 <= settings.default_timeout <= settings.max_timeout:
-        raise ConfigError("default_timeout must be between 0 and max_timeout")
+        raise bad("default_timeout", f"0..--max-timeout ({settings.max_timeout:g})")
+    try:
+        settings.gc_thresholds  # noqa: B018 - parses
+    except ValueError:
+        raise bad("gc_threshold", "three integers a,b,c") from None
+    try:
+        settings.trusted_networks  # noqa: B018 - parses
+    except ValueError:
+        raise bad("trusted_proxies", "IP addresses or CIDR networks, comma-separated") from None
+    if settings.redis and not _is_redis_url(settings.redis):
+        raise bad("redis", "a redis://, rediss:// or unix:// URL")
     return settings
+
+
+def _is_redis_url(url: str) -> bool:
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port out of range
+    except ValueError:
+        return False
+    return parts.scheme in ("redis", "rediss", "unix")
+
+
+def _metavar(field: dataclasses.Field) -> str | None:
+    """What a flag's value is: a count, seconds, bytes; None lets argparse list the choices."""
+    if "choices" in field.metadata:
+        return None
+    if "metavar" in field.metadata:
+        return field.metadata["metavar"]
+    kind = type(field.default)
+    if kind is int:
+        return "BYTES" if field.name.endswith("_bytes") else "N"
+    if kind is float:
+        return "SECONDS"
+    return field.name.split("_")[-1].upper()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One flag per setting; defaults are left unset so the other sources can show through."""
     parser.add_argument("--config", metavar="FILE", help="TOML file with settings (keys as below)")
     for f in FIELDS.values():
-        flag = "--" + f.name.replace("_", "-")
         env = ENV_PREFIX + f.name.upper()
         help_text = f"{f.metadata['help']} (env {env}, default {f.default!r})"
         if isinstance(f.default, bool):
             parser.add_argument(
-                flag,
+                flag(f.name),
                 dest=f.name,
                 action=argparse.BooleanOptionalAction,
                 default=None,
@@ -152,10 +265,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             )
         else:
             parser.add_argument(
-                flag,
+                flag(f.name),
                 dest=f.name,
                 default=None,
-                metavar=f.name.split("_")[-1].upper(),
+                metavar=_metavar(f),
                 choices=f.metadata.get("choices"),
                 help=help_text,
             )
@@ -164,34 +277,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> Settings:
     """Merge the sources in precedence order and validate the result."""
     values: dict[str, Any] = {}
+    labels: dict[str, str] = {}
     if getattr(args, "config", None):
-        values.update(_read_toml(Path(args.config)))
+        path = Path(args.config)
+        for name, value in _read_toml(path).items():
+            labels[name] = f"{flag(name)} (config file {path})"
+            values[name] = _convert(name, value, labels[name])
     for name in FIELDS:
         env = ENV_PREFIX + name.upper()
         if env in environ:
-            values[name] = _convert(name, environ[env], f"environment {env}")
+            labels[name] = env
+            values[name] = _convert(name, environ[env], env)
     for name in FIELDS:
         value = getattr(args, name, None)
         if value is not None:
-            values[name] = _convert(name, value, "--" + name.replace("_", "-"))
-    return validate(Settings(**values))
+            labels[name] = flag(name)
+            values[name] = _convert(name, value, flag(name))
+    return validate(Settings(**values), labels)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The file's settings by name, unconverted."""
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
     except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        raise ConfigError(f"--config: cannot read {path}: {exc.strerror}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"--config: {path} is not valid TOML: {exc}") from None
     table = data.get("pushserver", data)
+    if not isinstance(table, dict):
+        raise ConfigError(f"--config: {path}: [pushserver] must be a table")
     values = {}
     for key, value in table.items():
         name = key.replace("-", "_")
         if name not in FIELDS:
-            raise ConfigError(f"config file {path}: unknown setting {key!r}")
-        values[name] = _convert(name, value, f"config file {path}")
+            raise ConfigError(f"--config: {path}: unknown setting {key!r}")
+        values[name] = value
     return values
 
 

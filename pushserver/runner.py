@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-
 from .config import Settings
 from .web.server import listening_socket, raise_open_file_limit, run_worker
 from .workers import supervise
 
 
 def run(settings: Settings) -> None:
+    """Serve until stopped; an address that cannot be bound raises ConfigError."""
     if settings.workers > 1:
         supervise(settings)
         return
     raise_open_file_limit(settings)
-    try:
-        sock = listening_socket(settings)
-    except OSError as exc:
-        sys.exit(f"pushserver: cannot listen on {settings.host}:{settings.port}: {exc.strerror}")
-    run_worker(settings, sock)
+    run_worker(settings, listening_socket(settings))

@@ -12,13 +12,14 @@ from collections.abc import Sequence
 
 from .config import ENV_PREFIX
 from .core.names import is_channel
-from .core.tokens import mint
+from .core.tokens import mint, weak_secret
+from .usage import OneLineParser
 
 SECRET_ENV = ENV_PREFIX + "SUBSCRIBE_SECRET"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="pushserver token",
         description="Print an HS256 subscribe token (JWT) for the given channels.",
     )
@@ -27,7 +28,13 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="comma-separated channel names; a trailing * allows a prefix (news,user.42.*)",
     )
-    parser.add_argument("--ttl", type=float, default=3600.0, help="seconds the token is valid")
+    parser.add_argument(
+        "--ttl",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="seconds the token is valid (default %(default)g)",
+    )
     parser.add_argument("--secret", help=f"the server's --subscribe-secret (env {SECRET_ENV})")
     return parser
 
@@ -42,6 +49,9 @@ def main(argv: Sequence[str]) -> None:
     bad = [c for c in channels if c != "*" and not is_channel(c.removesuffix("*"))]
     if not channels or bad:
         parser.error(f"--channels must be channel names or prefixes ending in *, got {bad}")
-    if args.ttl <= 0:
-        parser.error("--ttl must be positive")
+    if not 0 < args.ttl < float("inf"):
+        parser.error(f"--ttl must be a positive number of seconds, got {args.ttl:g}")
+    warning = weak_secret(secret, "the secret")
+    if warning:
+        sys.stderr.write(f"{parser.prog}: warning: {warning}\n")
     sys.stdout.write(mint(channels, args.ttl, secret) + "\n")

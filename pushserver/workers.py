@@ -17,7 +17,7 @@ import socket
 import sys
 import time
 
-from .config import Settings
+from .config import ConfigError, Settings
 from .web.server import listening_socket, raise_open_file_limit, run_worker, url_for
 
 log = logging.getLogger("pushserver.workers")
@@ -28,12 +28,9 @@ RESPAWN_DELAY = 1.0
 
 def supervise(settings: Settings) -> None:
     raise_open_file_limit(settings)
-    try:
-        first = listening_socket(settings)
-        settings = dataclasses.replace(settings, port=first.getsockname()[1])
-        sockets = [first] + [listening_socket(settings) for _ in range(settings.workers - 1)]
-    except OSError as exc:
-        sys.exit(f"pushserver: cannot listen on {settings.host}:{settings.port}: {exc.strerror}")
+    first = listening_socket(settings)
+    settings = dataclasses.replace(settings, port=first.getsockname()[1])
+    sockets = [first] + [listening_socket(settings) for _ in range(settings.workers - 1)]
     sys.exit(Supervisor(settings).run(sockets))
 
 
@@ -128,8 +125,8 @@ class Supervisor:
                 continue
             try:
                 sock = listening_socket(self.settings)
-            except OSError as exc:
-                log.error("cannot listen again for worker %d: %s", index, exc.strerror)
+            except ConfigError as exc:
+                log.error("worker %d: %s", index, exc)
                 self.exit_code = 1
                 self._stop()
                 continue

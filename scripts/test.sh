@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
+command -v nginx >/dev/null || missing+=(nginx-light)
 command -v chromium >/dev/null || missing+=(chromium)
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -121,10 +120,10 @@ def test_settings_precedence(tmp_path, monkeypatch):
     ("args", "message"),
     [
         (["--workers", "2"], "--workers > 1 needs --redis"),
-        (["--history-size", "zero"], "history_size must be int"),
-        (["--gc-threshold", "1,2"], "gc_threshold must be three integers"),
-        (["--max-flush-delay", "1"], "max_flush_delay must be between 0 and 0.1 seconds"),
-        (["--config", "/nonexistent.toml"], "cannot read config file"),
+        (["--history-size", "zero"], "--history-size must be an integer"),
+        (["--gc-threshold", "1,2"], "--gc-threshold must be three integers"),
+        (["--max-flush-delay", "1"], "--max-flush-delay must be 0..0.1 seconds"),
+        (["--config", "/nonexistent.toml"], "--config: cannot read /nonexistent.toml"),
     ],
 )
 def test_bad_settings_are_clear_errors(args, message):
@@ -167,9 +166,6 @@ def test_env_and_asyncio_loop_start():
     env = {**os.environ, "PUSHSERVER_LOOP": "asyncio", "PUSHSERVER_HEARTBEAT": "2"}
     with ServerProcess(env=env) as srv:
         assert "asyncio loop" in srv.log
-        _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if hard != resource.RLIM_INFINITY and hard - 100 < Settings().max_connections:
-            assert f"exceeds what the open-file limit allows: {hard} files" in srv.log
         stats = json.load(urllib.request.urlopen(f"{srv.url}/stats"))
         assert stats["heartbeat"] == 2.0
 

@@ -46,15 +46,24 @@ def assert_one_clear_line(code: int, err: str, *words: str) -> None:
         assert word in lines[0]
 
 
+def ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 async def sub_until_interrupted(
     *args: str, lines: int, sig: int = signal.SIGINT
 ) -> tuple[list[str], int, str]:
-    """Start `pushclient sub`, read `lines` lines, then Ctrl-C it (or send `sig`)."""
+    """Start `pushclient sub`, read `lines` lines, then Ctrl-C it (or send `sig`).
+
+    It starts with SIGINT ignored, as `cmd &` from a script (or a test run in the background)
+    leaves it, and must stop on the signal all the same.
+    """
     proc = await asyncio.create_subprocess_exec(
         *command("sub", *args),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=environment(None),
+        preexec_fn=ignore_sigint,
     )
     assert proc.stdout is not None and proc.stderr is not None
     try:

@@ -8,6 +8,7 @@ allowing every channel with that prefix (`user.42.*`).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Iterable, Sequence
 
 import jwt
@@ -15,6 +16,23 @@ import jwt
 from .errors import Forbidden, Unauthorized
 
 ALGORITHM = "HS256"
+MIN_SECRET_BYTES = 32
+"""RFC 7518 3.2: an HS256 key at least as long as the hash. Shorter ones are warned about once, at
+start, in the server's words; PyJWT's own warning on every encode and decode is silenced."""
+
+warnings.filterwarnings("ignore", category=jwt.InsecureKeyLengthWarning)
+
+
+def weak_secret(secret: str, name: str) -> str | None:
+    """What to tell the operator about a secret too short to resist guessing, if anything."""
+    size = len(secret.encode())
+    if not secret or size >= MIN_SECRET_BYTES:
+        return None
+    return (
+        f"{name} is {size} bytes, shorter than {MIN_SECRET_BYTES}: a short secret can be guessed "
+        f"and then anyone can mint subscribe tokens; use {MIN_SECRET_BYTES} random bytes or more "
+        "(openssl rand -hex 32)"
+    )
 
 
 def _unauthorized(message: str) -> Unauthorized:

@@ -17,7 +17,7 @@ from ..core.hub import Hub
 from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
-from . import admin, cors, limits, openapi, publish
+from . import admin, cors, limits, openapi, proxies, publish
 from .errors import error_response, response_for
 from .ratelimit import RATE_LIMITER
 from .state import STATE, ServerState
@@ -26,6 +26,7 @@ from .transports import longpoll, sse, stream, ws
 log = logging.getLogger("pushserver")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 HTTP_ERROR_CODES = {
     404: "not_found",
@@ -55,6 +56,21 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(500, "internal", "internal server error")
+
+
+def forwarded_client(trusted: tuple[proxies.Network, ...]) -> Middleware:
+    """Requests through a trusted proxy carry the client's address as `request.remote`, so the
+    loopback publish rule and the per-address limits apply to the client, not to the proxy."""
+
+    @web.middleware
+    async def attribute(request: web.Request, handler: Handler) -> web.StreamResponse:
+        forwarded = request.headers.getall("X-Forwarded-For", ())
+        client = proxies.client_address(request.remote, forwarded, trusted)
+        if client != request.remote:
+            request = request.clone(remote=client)
+        return await handler(request)
+
+    return attribute
 
 
 def add_routes(app: web.Application) -> None:
@@ -121,7 +137,10 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     )
     hub.observe_fanout = metrics.fanout.observe
     gc.install(settings.gc_thresholds)
-    app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
+    middlewares: list[Middleware] = [json_errors]
+    if settings.trusted_networks:
+        middlewares.insert(0, forwarded_client(settings.trusted_networks))
+    app = web.Application(middlewares=middlewares, client_max_size=settings.max_message_bytes)
     app[STATE] = ServerState(settings, hub, metrics, gc, ExpiryWatch(hub), worker)
     if settings.max_publish_rate > 0:
         app[RATE_LIMITER] = RateLimiter(settings.max_publish_rate)

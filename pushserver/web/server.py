@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from ..config import Settings
+from ..config import FILES_RESERVED, ConfigError, Settings
 from ..monitor.gcmonitor import GcMonitor
 from . import logfilter
 from .app import create_app
@@ -19,27 +19,27 @@ from .state import STATE
 
 log = logging.getLogger("pushserver")
 
-FILES_RESERVED = 100
-"""Descriptors kept back from subscribers: listening socket, Redis, logs, the loop itself."""
-
 
 def raise_open_file_limit(settings: Settings) -> int:
-    """Raise the soft RLIMIT_NOFILE to the hard one; warn when it cannot hold the connections."""
+    """Raise the soft RLIMIT_NOFILE to the hard one; warn when it cannot hold the connections.
+
+    `--max-connections` applies per process, and its default already fits; an explicit value
+    that does not is warned about.
+    """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and soft < hard:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         soft = hard
     if soft != resource.RLIM_INFINITY:
-        usable = max(0, soft - FILES_RESERVED) * settings.workers
+        usable = max(0, soft - FILES_RESERVED)
         if settings.max_connections > usable:
             log.warning(
                 "--max-connections %d exceeds what the open-file limit allows: %d files per "
-                "process (hard limit %s) x %d worker(s) holds about %d connections; add workers "
-                "or machines for more",
+                "process (hard limit %s) hold about %d connections; raise the limit (ulimit -n, "
+                "LimitNOFILE=) or add workers or machines for more",
                 settings.max_connections,
                 soft,
                 hard,
-                settings.workers,
                 usable,
             )
     return soft
@@ -50,13 +50,22 @@ def url_for(host: str, port: int) -> str:
 
 
 def listening_socket(settings: Settings) -> socket.socket:
-    """Bound before the app starts, with SO_REUSEPORT so several workers can share the port."""
+    """Bound before the app starts, with SO_REUSEPORT so several workers can share the port.
+
+    An address that cannot be bound is the operator's to fix: ConfigError naming the flags.
+    """
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     if settings.workers > 1:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind((settings.host, settings.port))
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on --host {settings.host} --port {settings.port}: {exc.strerror}"
+        ) from None
     sock.setblocking(False)
     return sock
 

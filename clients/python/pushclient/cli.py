@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     args = commands[argv[0]].parse_intermixed_args(argv[1:])
     if args.verbose:
         logging.basicConfig(level=logging.INFO, format="pushclient: %(message)s")
+    # A shell starts `cmd &` with SIGINT ignored, and asyncio then leaves it so: restore
+    # Ctrl-C whatever was inherited, so SIGINT stops the command as it does in the foreground.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return asyncio.run(args.command(args))
     except KeyboardInterrupt:
