@@ -40,6 +40,14 @@ class Settings:
     )
     default_timeout: float = _setting(30.0, "long-poll hold time when the client gives no ?timeout")
     max_timeout: float = _setting(120.0, "largest long-poll ?timeout accepted")
+    longpoll_max_messages: int = _setting(
+        100, "most events (messages and gaps) in one long-poll answer; a ?limit= above is this"
+    )
+    longpoll_max_bytes: int = _setting(
+        32 << 10,
+        "envelope bytes after which a long-poll answer is cut short (it says more is waiting); "
+        "one event always goes, whatever its size",
+    )
     max_buffer_bytes: int = _setting(
         1 << 20, "unsent bytes after which a slow subscriber is cut off"
     )
@@ -122,7 +130,14 @@ def validate(settings: Settings) -> Settings:
         raise ConfigError(
             "--workers > 1 needs --redis: worker processes share channels only through Redis"
         )
-    for name in ("history_size", "max_buffer_bytes", "max_message_bytes", "max_batch"):
+    for name in (
+        "history_size",
+        "max_buffer_bytes",
+        "max_message_bytes",
+        "max_batch",
+        "longpoll_max_messages",
+        "longpoll_max_bytes",
+    ):
         if getattr(settings, name) < 1:
             raise ConfigError(f"{name} must be at least 1")
     for name in ("heartbeat", "history_ttl", "max_timeout", "sweep_interval", "request_timeout"):

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from .channel import Channel
 from .direct import json_answer
 from .frames import Framing, Message, control, longpoll_body
-from .subscriber import Event, StreamSubscriber, Waiter
+from .subscriber import Bound, Event, StreamSubscriber, Waiter, bounded
 
 log = logging.getLogger("pushserver.hub")
 
@@ -165,19 +165,32 @@ class Hub:
                     cut.append(sub)
             delivered[framing.name] += len(subs) * len(messages)
         if ch.waiters:
-            body = longpoll_body(singles, ch.sent_position)
-            answer = None
-            for waiter in ch.waiters:
-                if not waiter.direct:
-                    waiter.resolve(body)
-                    continue
-                if answer is None:
-                    answer = json_answer(body)
-                waiter.send(answer)
-            delivered["longpoll"] += len(ch.waiters) * len(messages)
-            self.waiters.difference_update(ch.waiters)
-            ch.waiters.clear()
+            self._answer_waiters(ch, singles, cursors)
         self.observe_fanout(time.time() - messages[0].ts)
+
+    def _answer_waiters(self, ch: Channel, singles: list[bytes], cursors: list[bytes]) -> None:
+        """One-channel long-polls of `ch`: one answer per distinct bound, built on first use,
+        so every waiter whose bound holds the batch shares one body (and one HTTP answer)."""
+        answers: dict[Bound, list] = {}
+        delivered = 0
+        for waiter in ch.waiters:
+            entry = answers.get(waiter.bound)
+            if entry is None:
+                bodies, last, more = bounded(
+                    zip(itertools.repeat(False), singles, cursors), waiter.bound
+                )
+                body = longpoll_body(bodies, last.decode(), more)
+                entry = answers[waiter.bound] = [body, None, len(bodies)]
+            delivered += entry[2]
+            if not waiter.direct:
+                waiter.resolve(entry[0])
+                continue
+            if entry[1] is None:
+                entry[1] = json_answer(entry[0])
+            waiter.send(entry[1])
+        self.stats.delivered["longpoll"] += delivered
+        self.waiters.difference_update(ch.waiters)
+        ch.waiters.clear()
 
     def _fan_out_multi(self, batch: list[Message], cut: list[StreamSubscriber]) -> None:
         """Multi-channel subscribers: shared envelope heads, a cursor of their own, and the
@@ -192,9 +205,10 @@ class Hub:
         delivered = self.stats.delivered
         for sub, messages in todo.items():
             if isinstance(sub, Waiter):
-                sub.resolve(sub.answer(messages))
+                body, count = sub.answer(messages)
+                sub.resolve(body)
                 self.remove_waiter(sub)
-                delivered["longpoll"] += len(messages)
+                delivered["longpoll"] += count
                 continue
             self.write(sub, messages, cut)
             delivered[sub.framing.name] += len(messages)

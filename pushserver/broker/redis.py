@@ -662,7 +662,7 @@ class RedisBroker:
         cut: list[StreamSubscriber] = []
         for sub in held:
             if isinstance(sub, Waiter):
-                sub.resolve(sub.answer(events))
+                sub.resolve(sub.answer(events)[0])
                 hub.remove_waiter(sub)
             elif isinstance(sub, StreamSubscriber):
                 hub.write(sub, events, cut)
