@@ -61,6 +61,14 @@ class Settings:
     )
     default_timeout: float = _setting(30.0, "long-poll hold time when the client gives no ?timeout")
     max_timeout: float = _setting(120.0, "largest long-poll ?timeout accepted")
+    longpoll_max_messages: int = _setting(
+        100, "most events (messages and gaps) in one long-poll answer; a ?limit= above is this"
+    )
+    longpoll_max_bytes: int = _setting(
+        32 << 10,
+        "envelope bytes after which a long-poll answer is cut short (it says more is waiting); "
+        "one event always goes, whatever its size",
+    )
     max_buffer_bytes: int = _setting(
         1 << 20, "unsent bytes after which a slow subscriber is cut off"
     )
@@ -176,6 +184,8 @@ AT_LEAST_ONE = (
     "max_connections",
     "max_line_size",
     "max_field_size",
+    "longpoll_max_messages",
+    "longpoll_max_bytes",
 )
 AT_LEAST_ZERO = ("max_connections_per_ip", "max_publish_rate", "max_pad", "shutdown_timeout")
 POSITIVE = ("heartbeat", "history_ttl", "max_timeout", "sweep_interval", "request_timeout")

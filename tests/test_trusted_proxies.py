@@ -6,6 +6,7 @@ import ipaddress
 
 import aiohttp
 import pytest
+
 from pushserver.web.proxies import client_address
 
 PROXY = (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("::1/128"))

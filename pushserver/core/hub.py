@@ -29,7 +29,7 @@ from .broker import Broker, ChannelInfo
 from .channel import Channel
 from .messages import Event, Message, control
 from .positions import Position
-from .subscription import LocalChannel, StreamSubscriber, Waiter
+from .subscription import Bound, LocalChannel, StreamSubscriber, Waiter, bounded
 
 log = logging.getLogger("pushserver.hub")
 
@@ -50,6 +50,23 @@ class HubStats:
         self.disconnects: Counter[str] = Counter()
         self.limits_hit: Counter[str] = Counter()
         self.started = time.time()
+
+
+class Answer:
+    """One long-poll answer shared by the waiters of a fan-out, and its wrapped form."""
+
+    __slots__ = ("body", "count", "whole", "wrap")
+
+    def __init__(self, body: bytes, count: int) -> None:
+        self.body = body
+        self.count = count
+        self.wrap: Callable[[bytes], bytes] | None = None
+        self.whole = b""
+
+    def wrapped(self, wrap: Callable[[bytes], bytes]) -> bytes:
+        if wrap is not self.wrap:
+            self.wrap, self.whole = wrap, wrap(self.body)
+        return self.whole
 
 
 class Hub:
@@ -249,20 +266,31 @@ class Hub:
                     cut.append(sub)
             delivered[framing.name] += len(subs) * len(messages)
         if ch.waiters:
-            body = longpoll_body(singles, ch.sent_position)
-            wrapped, answer = None, b""
-            for waiter in ch.waiters:
-                wrap = waiter.wrap
-                if wrap is None:
-                    waiter.resolve(body)
-                    continue
-                if wrap is not wrapped:
-                    wrapped, answer = wrap, wrap(body)
-                waiter.send(answer)
-            delivered["longpoll"] += len(ch.waiters) * len(messages)
-            self.waiters.difference_update(ch.waiters)
-            ch.waiters.clear()
+            self._answer_waiters(ch, singles, cursors)
         self.observe_fanout(time.time() - messages[0].ts)
+
+    def _answer_waiters(self, ch: LocalChannel, singles: list[bytes], cursors: list[bytes]) -> None:
+        """One-channel long-polls of `ch`: one answer per distinct bound, built on first use,
+        so every waiter whose bound holds the batch shares one body (and one wrapped answer)."""
+        answers: dict[Bound, Answer] = {}
+        delivered = 0
+        for waiter in ch.waiters:
+            answer = answers.get(waiter.bound)
+            if answer is None:
+                bodies, last, more = bounded(
+                    zip(itertools.repeat(False), singles, cursors), waiter.bound
+                )
+                body = longpoll_body(bodies, last.decode(), more)
+                answer = answers[waiter.bound] = Answer(body, len(bodies))
+            delivered += answer.count
+            wrap = waiter.wrap
+            if wrap is None:
+                waiter.resolve(answer.body)
+            else:
+                waiter.send(answer.wrapped(wrap))
+        self.stats.delivered["longpoll"] += delivered
+        self.waiters.difference_update(ch.waiters)
+        ch.waiters.clear()
 
     def _fan_out_multi(self, batch: list[Message], cut: list[StreamSubscriber]) -> None:
         """Multi-channel subscribers: shared envelope heads, a cursor of their own, and the
@@ -277,9 +305,10 @@ class Hub:
         delivered = self.stats.delivered
         for sub, messages in todo.items():
             if isinstance(sub, Waiter):
-                sub.resolve(sub.answer(messages))
+                body, count = sub.answer(messages)
+                sub.resolve(body)
                 self.remove_waiter(sub)
-                delivered["longpoll"] += len(messages)
+                delivered["longpoll"] += count
                 continue
             self.write(sub, messages, cut)
             delivered[sub.framing.name] += len(messages)
@@ -308,7 +337,7 @@ class Hub:
         held += ch.waiters
         for sub in held:
             if isinstance(sub, Waiter):
-                sub.resolve(sub.answer(events))
+                sub.resolve(sub.answer(events)[0])
                 self.remove_waiter(sub)
             else:
                 self.write(sub, events, cut)

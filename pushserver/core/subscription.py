@@ -7,12 +7,12 @@ no reference cycle behind for the cyclic GC to find.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
 from ..wire.framing import Framing, longpoll_body
 from .channel import Channel
-from .messages import Event
+from .messages import Event, Gap
 
 
 class Start(NamedTuple):
@@ -21,6 +21,41 @@ class Start(NamedTuple):
     channels: list[LocalChannel]
     parts: dict[str, str]
     remote: str
+
+
+class Bound(NamedTuple):
+    """How much one long-poll answer may carry: events (gaps count) and envelope bytes."""
+
+    events: int
+    bytes: int
+
+
+def bounded(
+    framed: Iterable[tuple[bool, bytes, bytes]], bound: Bound
+) -> tuple[list[bytes], bytes, bool]:
+    """The envelopes of `framed` (is-gap, envelope, cursor after it) that one answer carries,
+    the cursor after the last of them (empty if none) and whether any were left out.
+
+    At least one event goes, however large, so every answer makes progress; a gap never ends
+    an answer that could carry the event after it, so a client always gets what follows a loss
+    together with the loss.
+    """
+    bodies: list[bytes] = []
+    size = 0
+    gap_last = False
+    last = b""
+    for is_gap, body, cursor in framed:
+        if (
+            bodies
+            and not gap_last
+            and (len(bodies) >= bound.events or size + len(body) > bound.bytes)
+        ):
+            return bodies, last, True
+        bodies.append(body)
+        size += len(body)
+        gap_last = is_gap
+        last = cursor
+    return bodies, last, False
 
 
 class Subscription:
@@ -59,10 +94,6 @@ class Subscription:
         """Events framed for a held connection (backlog and multi-channel fan-out)."""
         return b"".join(framing.event(body, cursor) for body, cursor in self.framed(events))
 
-    def bodies(self, events: Iterable[Event]) -> list[bytes]:
-        """Envelopes for a long-poll answer."""
-        return [body for body, _ in self.framed(events)]
-
 
 class StreamSubscriber(Subscription):
     """A held NDJSON, SSE or WebSocket connection, written to straight from the fan-out loop.
@@ -89,15 +120,21 @@ class StreamSubscriber(Subscription):
 
 
 class Waiter(Subscription):
-    """A held long-poll. `resolve` answers it with a body (shared by all one-channel waiters).
+    """A held long-poll. `resolve` answers it with a body (shared by all one-channel waiters
+    whose `bound` holds the whole batch).
 
     A waiter that writes its own answer to its socket has a `wrap` that turns the body into the
-    whole answer; the fan-out builds that once for every such waiter and hands it over through
-    `send`. The core does not know what `wrap` adds (for HTTP: the status line and headers).
+    whole answer; the fan-out builds that once per body for every such waiter and hands it over
+    through `send`. The core does not know what `wrap` adds (for HTTP: the status line and
+    headers).
     """
 
-    __slots__ = ()
+    __slots__ = ("bound",)
     wrap: Callable[[bytes], bytes] | None = None
+
+    def __init__(self, start: Start, bound: Bound) -> None:
+        super().__init__(start)
+        self.bound = bound
 
     def resolve(self, body: bytes) -> None:
         raise NotImplementedError
@@ -109,9 +146,22 @@ class Waiter(Subscription):
         """The hold time passed: answer with no messages and the unchanged cursor."""
         self.resolve(longpoll_body([], self.cursor))
 
-    def answer(self, events: Iterable[Event]) -> bytes:
-        bodies = self.bodies(events)
-        return longpoll_body(bodies, self.cursor)
+    def answer(self, events: Sequence[Event]) -> tuple[bytes, int]:
+        """The answer carrying as many of `events` as `bound` allows, and how many it carries.
+
+        Its cursor is the one after its last event (for a multi-channel poll, each channel's
+        part as of that event), so a client cut short resumes exactly there.
+        """
+        framed = self.framed(events)
+        bodies, last, more = bounded(
+            (
+                (isinstance(e, Gap), body, cursor)
+                for e, (body, cursor) in zip(events, framed, strict=True)
+            ),
+            self.bound,
+        )
+        cursor = last.decode() if bodies else self.cursor
+        return longpoll_body(bodies, cursor, more), len(bodies)
 
 
 class AwaitedPoll(Waiter):
@@ -120,8 +170,8 @@ class AwaitedPoll(Waiter):
 
     __slots__ = ("future",)
 
-    def __init__(self, start: Start) -> None:
-        super().__init__(start)
+    def __init__(self, start: Start, bound: Bound) -> None:
+        super().__init__(start, bound)
         self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
 
     def resolve(self, body: bytes) -> None:

@@ -72,6 +72,7 @@ def stats(state: ServerState) -> dict[str, Any]:
         },
         "heartbeat": state.settings.heartbeat,
         "history_size": state.settings.history_size,
+        "longpoll_max_messages": state.settings.longpoll_max_messages,
     }
 
 

@@ -67,6 +67,8 @@ SSE_PLAIN = SseFraming("sse", chunked=False)
 WEBSOCKET = WebSocketFraming("ws", chunked=False)
 
 
-def longpoll_body(events: list[bytes], cursor: str) -> bytes:
-    """The long-poll answer: `{"messages": [...], "cursor": "..."}`."""
-    return b'{"messages":[%b],"cursor":"%b"}' % (b",".join(events), cursor.encode())
+def longpoll_body(events: list[bytes], cursor: str, more: bool = False) -> bytes:
+    """The long-poll answer: `{"messages": [...], "cursor": "..."}`, plus `"more":true` when
+    it was cut short and more is already waiting after `cursor`."""
+    tail = b',"more":true}' if more else b"}"
+    return b'{"messages":[%b],"cursor":"%b"%b' % (b",".join(events), cursor.encode(), tail)

@@ -13,12 +13,12 @@ import re
 from aiohttp import web
 
 from ...core.errors import InvalidInput
-from ...core.subscription import AwaitedPoll, Start, Waiter
+from ...core.subscription import AwaitedPoll, Bound, Start, Waiter
 from ...wire.framing import longpoll_body
 from ..direct import SentResponse, answers_directly, json_answer
 from ..handoff import ProtocolFactory, give_back, hand_off, http_protocol_factory
 from ..state import ServerState
-from .common import begin, open_channels, subscribe_request
+from .common import begin, int_param, open_channels, subscribe_request
 
 CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
 HEADERS = {"Cache-Control": "no-cache, no-store"}
@@ -35,6 +35,13 @@ def _timeout(request: web.Request, default: float, high: float) -> float:
     if not 0 <= value <= high:
         raise InvalidInput("bad_timeout", f"?timeout must be seconds from 0 to {high:g}")
     return value
+
+
+def _bound(request: web.Request, state: ServerState) -> Bound:
+    """`?limit=N` events per answer (at least 1; above the server's cap it is the cap)."""
+    cap = state.settings.longpoll_max_messages
+    limit = int_param(request, "limit", cap, 1, 1 << 31)
+    return Bound(min(limit, cap), state.settings.longpoll_max_bytes)
 
 
 def _callback(request: web.Request) -> str | None:
@@ -75,10 +82,12 @@ class DirectPoll(Waiter, asyncio.Protocol):
     """
 
     __slots__ = ("answered", "future", "http", "received", "state", "timer", "transport")
-    direct = True
+    wrap = staticmethod(json_answer)
 
-    def __init__(self, start: Start, transport: asyncio.Transport, state: ServerState) -> None:
-        super().__init__(start)
+    def __init__(
+        self, start: Start, bound: Bound, transport: asyncio.Transport, state: ServerState
+    ) -> None:
+        super().__init__(start, bound)
         self.transport = transport
         self.state = state
         self.future: asyncio.Future[None] | None = asyncio.get_running_loop().create_future()
@@ -165,14 +174,15 @@ async def handle(request: web.Request) -> web.StreamResponse:
     state = sub_req.state
     timeout = _timeout(request, state.settings.default_timeout, state.settings.max_timeout)
     callback = _callback(request)
+    bound = _bound(request, state)
     channels = await open_channels(sub_req)
     poll: Waiter
     if answers_directly(request):
-        poll, events = begin(sub_req, channels, DirectPoll, request.transport, state)
+        poll, events = begin(sub_req, channels, DirectPoll, bound, request.transport, state)
     else:
-        poll, events = begin(sub_req, channels, AwaitedPoll)
+        poll, events = begin(sub_req, channels, AwaitedPoll, bound)
     if events:
-        body = poll.answer(events)
+        body, _ = poll.answer(events)
     elif timeout == 0:
         body = longpoll_body([], poll.cursor)
     elif isinstance(poll, DirectPoll):
