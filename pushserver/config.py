@@ -92,7 +92,7 @@ FIELDS = {f.name: f for f in dataclasses.fields(Settings)}
 
 def _convert(name: str, value: Any, source: str) -> Any:
     field = FIELDS[name]
-    kind = type(field.default)
+    kind: type[Any] = type(field.default)  # every field has a plain default
     try:
         if kind is bool and isinstance(value, str):
             if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):
