@@ -153,7 +153,7 @@ def flag(name: str) -> str:
 def _convert(name: str, value: Any, label: str) -> Any:
     """One value from a flag, the environment (text) or the TOML file (text or typed)."""
     field = FIELDS[name]
-    kind = type(field.default)
+    kind: type[Any] = type(field.default)  # every field has a plain default
     try:
         if isinstance(value, str) and kind is bool:
             if value.lower() not in ("1", "0", "true", "false", "yes", "no", "on", "off"):

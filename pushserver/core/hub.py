@@ -314,7 +314,7 @@ class Hub:
             delivered[sub.framing.name] += len(messages)
 
     def write(
-        self, sub: StreamSubscriber, events: list[Event], cut: list[StreamSubscriber]
+        self, sub: StreamSubscriber, events: Sequence[Event], cut: list[StreamSubscriber]
     ) -> None:
         """Events framed for one held stream (its own cursor); added to `cut` if it falls behind.
 
@@ -366,7 +366,9 @@ class Hub:
             if position is not None:
                 parts[ch.name] = position.part(ch.name)
             elif mine:
-                parts[ch.name] = Position(ch.epoch, mine[0].id - 1).part(ch.name)
+                first = mine[0]
+                assert isinstance(first, Message), "a backlog without a cursor has no gap"
+                parts[ch.name] = Position(ch.epoch, first.id - 1).part(ch.name)
             else:
                 parts[ch.name] = ch.sent_position
             events.extend(mine)

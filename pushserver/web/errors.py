@@ -33,7 +33,7 @@ BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="pushserver"'}
 
 def status_of(exc: PushError) -> int:
     for kind in type(exc).__mro__:
-        status = STATUS.get(kind)  # type: ignore[call-overload]
+        status = STATUS.get(kind)
         if status is not None:
             return status
     return 400

@@ -1,0 +1,277 @@
+"""The hub's fan-out, with the memory broker and fake transports: no sockets, no server.
+
+A publish through the memory broker yields once, which runs the flush, so each test's
+`await hub.publish(...)` returns with every subscriber written to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import orjson
+import pytest
+
+from pushserver.broker.memory import MemoryBroker
+from pushserver.core.hub import Hub
+from pushserver.core.messages import Message
+from pushserver.core.positions import Position
+from pushserver.core.subscription import Start, StreamSubscriber, Waiter
+from pushserver.wire.framing import NDJSON, SSE, Framing, longpoll_body
+
+
+class FakeTransport:
+    """Records writes; `stalled` keeps written bytes unsent, as a client that stopped reading."""
+
+    def __init__(self, stalled: bool = False, broken: bool = False) -> None:
+        self.writes: list[bytes] = []
+        self.stalled = stalled
+        self.broken = broken
+        self.unsent = 0
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:
+        if self.broken:
+            raise RuntimeError("transport closed")
+        self.writes.append(data)
+        if self.stalled:
+            self.unsent += len(data)
+
+    def get_write_buffer_size(self) -> int:
+        return self.unsent
+
+    def is_closing(self) -> bool:
+        return self.aborted
+
+    def abort(self) -> None:
+        self.aborted = True
+
+    def lines(self) -> list[dict]:
+        """NDJSON events written (chunked transfer undone)."""
+        body = b""
+        for chunk in self.writes:
+            size, _, rest = chunk.partition(b"\r\n")
+            assert int(size, 16) == len(rest) - 2 and rest.endswith(b"\r\n")
+            body += rest[:-2]
+        return [orjson.loads(line) for line in body.splitlines() if line]
+
+
+class FakeStream(StreamSubscriber):
+    ended = False
+
+    def end(self) -> None:
+        self.ended = True
+
+
+class FakeWaiter(Waiter):
+    def __init__(self, start: Start, wrap: Callable[[bytes], bytes] | None = None) -> None:
+        super().__init__(start)
+        self.wrap = wrap
+        self.answers: list[bytes] = []
+
+    def resolve(self, body: bytes) -> None:
+        self.answers.append(body)
+
+    def send(self, answer: bytes) -> None:
+        self.answers.append(answer)
+
+
+@pytest.fixture
+async def hub() -> Hub:
+    return Hub(MemoryBroker(), history_size=10, history_ttl=300, max_buffer_bytes=1000)
+
+
+async def start(hub: Hub, names: list[str], cursor: dict[str, Position] | None = None) -> Start:
+    channels = await hub.open(names, cursor or {})
+    _, parts = hub.backlog(channels, cursor or {}, 0)
+    return Start(channels, parts, "127.0.0.1")
+
+
+async def stream(hub: Hub, names: list[str], framing: Framing = NDJSON, **kw: bool) -> FakeStream:
+    sub = FakeStream(await start(hub, names), FakeTransport(**kw), framing)
+    hub.attach(sub)
+    return sub
+
+
+async def waiter(
+    hub: Hub, names: list[str], wrap: Callable[[bytes], bytes] | None = None
+) -> FakeWaiter:
+    poll = FakeWaiter(await start(hub, names), wrap)
+    hub.add_waiter(poll)
+    return poll
+
+
+def epoch(hub: Hub, name: str) -> str:
+    return hub.channels[name].epoch
+
+
+async def test_one_channel_fan_out_writes_one_shared_frame_per_framing(hub):
+    subs = [await stream(hub, ["a"]) for _ in range(3)]
+    sse = [await stream(hub, ["a"], SSE) for _ in range(2)]
+    await hub.publish([("a", b'"one"'), ("a", b'"two"')])
+
+    frames = [s.transport.writes for s in subs + sse]
+    assert all(len(f) == 1 for f in frames)  # both messages in one write
+    assert frames[0][0] is frames[1][0] is frames[2][0]
+    assert frames[3][0] is frames[4][0]
+    e = epoch(hub, "a")
+    assert [(m["id"], m["data"], m["cursor"]) for m in subs[0].transport.lines()] == [
+        (1, "one", f"a:{e}:1"),
+        (2, "two", f"a:{e}:2"),
+    ]
+    sse_events = frames[3][0].split(b"\r\n")[1].split(b"\n\n")
+    assert [event.split(b"\n")[0] for event in sse_events] == [
+        b"id: a:%b:%d" % (e.encode(), n) for n in (1, 2)
+    ] + [b""]
+    assert hub.stats.delivered == {"stream": 6, "sse": 4}
+    assert hub.stats.messages_in == 2
+
+
+async def test_multi_channel_streams_get_every_channel_in_publish_order_with_own_cursors(hub):
+    ab = await stream(hub, ["a", "b"])
+    bc = await stream(hub, ["b", "c"])
+    await hub.publish([("a", b"1"), ("b", b"2"), ("c", b"3"), ("a", b"4")])
+
+    ea, eb, ec = (epoch(hub, n) for n in "abc")
+    got = [(m["channel"], m["data"], m["cursor"]) for m in ab.transport.lines()]
+    assert got == [
+        ("a", 1, f"a:{ea}:1,b:{eb}:0"),
+        ("b", 2, f"a:{ea}:1,b:{eb}:1"),
+        ("a", 4, f"a:{ea}:2,b:{eb}:1"),
+    ]
+    got = [(m["channel"], m["data"], m["cursor"]) for m in bc.transport.lines()]
+    assert got == [("b", 2, f"b:{eb}:1,c:{ec}:0"), ("c", 3, f"b:{eb}:1,c:{ec}:1")]
+    assert ab.cursor == f"a:{ea}:2,b:{eb}:1"
+
+
+async def test_waiters_share_one_body_and_one_wrapped_answer(hub):
+    wraps = []
+
+    def wrap(body: bytes) -> bytes:
+        wraps.append(body)
+        return b"HEAD " + body
+
+    plain = [await waiter(hub, ["a"]) for _ in range(2)]
+    direct = [await waiter(hub, ["a"], wrap) for _ in range(3)]
+    multi = await waiter(hub, ["a", "b"])
+    await hub.publish([("a", b'"x"')])
+
+    e, eb = epoch(hub, "a"), epoch(hub, "b")
+    envelope = b'{"channel":"a","id":1,"ts":%b,"data":"x","cursor":"a:%b:1"}'
+    body = plain[0].answers[0]
+    ts = orjson.dumps(orjson.loads(body)["messages"][0]["ts"])
+    assert body == longpoll_body([envelope % (ts, e.encode())], f"a:{e}:1")
+    assert plain[1].answers == [body] and plain[1].answers[0] is body
+    assert wraps == [body]
+    assert all(w.answers == [b"HEAD " + body] for w in direct)
+    assert direct[0].answers[0] is direct[2].answers[0]
+    answer = orjson.loads(multi.answers[0])
+    assert answer["cursor"] == f"a:{e}:1,b:{eb}:0"
+    assert [m["cursor"] for m in answer["messages"]] == [f"a:{e}:1,b:{eb}:0"]
+    assert not hub.waiters and not hub.channels["a"].waiters and not hub.channels["a"].multi
+    assert hub.stats.delivered == {"longpoll": 6}
+
+
+async def test_a_slow_consumer_is_cut_off_at_max_buffer_bytes(hub):
+    fast = await stream(hub, ["a"])
+    slow = await stream(hub, ["a"], stalled=True)
+    gone = await stream(hub, ["a"], broken=True)
+    multi = await stream(hub, ["a", "b"], stalled=True)
+    await hub.publish([("a", b'"%b"' % (b"x" * 400))])
+    assert all(not s.transport.aborted for s in (fast, slow, multi))
+
+    await hub.publish([("a", b'"%b"' % (b"x" * 700))])
+    assert [m["id"] for m in fast.transport.lines()] == [1, 2]
+    for sub in (slow, gone, multi):
+        assert sub.transport.aborted and sub.ended and sub.reason == "slow"
+    assert hub.streams == {fast}
+    assert hub.stats.limits_hit["max_buffer_bytes"] == 3
+    await hub.publish([("a", b"3")])
+    assert len(slow.transport.writes) == 2
+
+
+async def test_sweep_drops_idle_channels_without_subscribers_or_history(hub):
+    await hub.open(["idle"], {})
+    await hub.publish([("kept", b"1")])
+    sub = await stream(hub, ["held"])
+
+    assert hub.sweep(idle_after=3600) == 0
+    assert hub.sweep(idle_after=0) == 1
+    assert set(hub.channels) == {"kept", "held"}
+    hub.detach(sub)
+    assert hub.sweep(idle_after=0) == 1
+    assert set(hub.channels) == {"kept"}
+
+
+async def test_a_jump_to_a_new_epoch_announces_a_gap_to_streams_and_waiters(hub):
+    one = await stream(hub, ["a"])
+    two = await stream(hub, ["a", "b"])
+    poll = await waiter(hub, ["a"])
+    await hub.publish([("b", b"1")])
+    hub.jump("a", "fresh", 7, [])
+
+    gap = {"type": "gap", "channel": "a", "from": 1, "to": 7, "reason": "epoch"}
+    assert one.transport.lines() == [{**gap, "cursor": "a:fresh:7"}]
+    eb = epoch(hub, "b")
+    assert two.transport.lines()[-1] == {**gap, "cursor": f"a:fresh:7,b:{eb}:1"}
+    assert orjson.loads(poll.answers[0]) == {
+        "messages": [{**gap, "cursor": "a:fresh:7"}],
+        "cursor": "a:fresh:7",
+    }
+    assert not hub.waiters and one.cursor == "a:fresh:7"
+
+
+async def test_a_jump_sends_what_was_dispatched_first_then_the_expired_gap_and_the_rest(hub):
+    sub = await stream(hub, ["a"])
+    e = epoch(hub, "a")
+    now = time.time()
+    hub.append(Message("a", e, 1, now, b"1"))  # dispatched, not flushed yet
+    later = [Message("a", e, n, now, b"%d" % n) for n in (8, 9)]
+    hub.jump("a", e, 9, later)
+
+    got = sub.transport.lines()
+    assert [m.get("id") for m in got] == [1, None, 8, 9]
+    assert got[1] == {
+        "type": "gap",
+        "channel": "a",
+        "from": 2,
+        "to": 7,
+        "reason": "expired",
+        "cursor": f"a:{e}:7",
+    }
+    assert sub.cursor == f"a:{e}:9"
+
+
+async def test_drain_answers_polls_tells_streams_to_reconnect_and_all_gone_waits(hub):
+    sub = await stream(hub, ["a"])
+    await hub.publish([("a", b"1")])
+    poll = await waiter(hub, ["a", "b"])
+    e, eb = epoch(hub, "a"), epoch(hub, "b")
+    hub.drain()
+
+    assert orjson.loads(poll.answers[0]) == {"messages": [], "cursor": f"a:{e}:1,b:{eb}:0"}
+    assert sub.transport.lines()[-1] == {"type": "reconnect", "cursor": f"a:{e}:1"}
+    assert sub.ended and sub.reason == "shutdown"
+
+    gone = asyncio.ensure_future(hub.all_gone())
+    await asyncio.sleep(0)  # one turn of the loop: all_gone is now waiting
+    assert not gone.done()
+    hub.detach(sub)
+    hub.detach(sub)  # twice is harmless
+    assert not gone.done()
+    hub.remove_waiter(poll)
+    await asyncio.wait_for(gone, 5)
+
+
+async def test_all_gone_returns_at_once_when_nothing_is_held(hub):
+    await asyncio.wait_for(hub.all_gone(), 5)
+
+
+async def test_connection_counts_per_address_go_back_to_nothing(hub):
+    hub.enter("sse", "10.0.0.1")
+    hub.enter("ws", "10.0.0.1")
+    assert (hub.connection_total, hub.per_ip["10.0.0.1"]) == (2, 2)
+    hub.leave("sse", "10.0.0.1")
+    hub.leave("ws", "10.0.0.1")
+    assert hub.connection_total == 0 and "10.0.0.1" not in hub.per_ip

@@ -1,0 +1,52 @@
+"""The envelope a message is encoded to once, and the gap and control events."""
+
+from __future__ import annotations
+
+import orjson
+
+from pushserver.core.messages import Gap, Message, control
+
+
+def test_envelope_bytes_are_the_protocols_with_the_cursor_last():
+    m = Message("news", "E1", 17, 1763800000.123, b'{"k":[1,2]}')
+    assert m.position == "news:E1:17"
+    assert m.body(b"news:E1:17") == (
+        b'{"channel":"news","id":17,"ts":1763800000.123,"data":{"k":[1,2]},"cursor":"news:E1:17"}'
+    )
+
+
+def test_one_head_serves_any_cursor():
+    m = Message("a", "E", 3, 10.0, b'"text"')
+    for cursor in (b"a:E:3", b"a:E:3,b:F:9"):
+        assert orjson.loads(m.body(cursor)) == {
+            "channel": "a",
+            "id": 3,
+            "ts": 10.0,
+            "data": "text",
+            "cursor": cursor.decode(),
+        }
+
+
+def test_ts_is_rounded_to_microseconds():
+    m = Message("a", "E", 1, 1763800000.123456789, b"null")
+    assert orjson.loads(m.body(b"a:E:1"))["ts"] == 1763800000.123457
+
+
+def test_gap_body_names_the_missed_ids_the_reason_and_the_cursor():
+    gap = Gap("news", 3, 9, "expired", "news:E1:9")
+    assert gap.body(b"news:E1:9") == (
+        b'{"type":"gap","channel":"news","from":3,"to":9,"reason":"expired","cursor":"news:E1:9"}'
+    )
+
+
+def test_gaps_sort_before_the_messages_of_a_backlog():
+    m = Message("a", "E", 1, 1.0, b"1")
+    m.seq = 1
+    events = [m, Gap("b", 1, 4, "epoch", "b:F:4")]
+    assert sorted(events, key=lambda e: e.seq)[0].channel == "b"
+
+
+def test_control_events_are_compact_json():
+    assert control({"type": "reconnect", "cursor": "a:E:1"}) == (
+        b'{"type":"reconnect","cursor":"a:E:1"}'
+    )
