@@ -8,6 +8,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from ..broker import create_broker
 from ..config import Settings
@@ -26,7 +27,6 @@ from .transports import longpoll, sse, stream, ws
 log = logging.getLogger("pushserver")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Middleware = Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]
 
 HTTP_ERROR_CODES = {
     404: "not_found",
@@ -66,7 +66,7 @@ def forwarded_client(trusted: tuple[proxies.Network, ...]) -> Middleware:
     async def attribute(request: web.Request, handler: Handler) -> web.StreamResponse:
         forwarded = request.headers.getall("X-Forwarded-For", ())
         client = proxies.client_address(request.remote, forwarded, trusted)
-        if client != request.remote:
+        if client is not None and client != request.remote:
             request = request.clone(remote=client)
         return await handler(request)
 
