@@ -17,7 +17,7 @@ from pushserver.broker.memory import MemoryBroker
 from pushserver.core.hub import Hub
 from pushserver.core.messages import Message
 from pushserver.core.positions import Position
-from pushserver.core.subscription import Start, StreamSubscriber, Waiter
+from pushserver.core.subscription import Bound, Start, StreamSubscriber, Waiter
 from pushserver.wire.framing import NDJSON, SSE, Framing, longpoll_body
 
 
@@ -66,7 +66,7 @@ class FakeStream(StreamSubscriber):
 
 class FakeWaiter(Waiter):
     def __init__(self, start: Start, wrap: Callable[[bytes], bytes] | None = None) -> None:
-        super().__init__(start)
+        super().__init__(start, Bound(100, 1 << 20))
         self.wrap = wrap
         self.answers: list[bytes] = []
 
