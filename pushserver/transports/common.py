@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+from collections import deque
 from typing import TypeVar
 
 from aiohttp import web
@@ -20,6 +21,9 @@ from ..subscriber import Event, Start, StreamSubscriber, Subscription
 from ..tokens import verify
 
 S = TypeVar("S", bound=Subscription)
+
+BACKLOG_SLICE = 64 << 10
+"""Bytes of backlog framed per write; slices go out while the transport takes them."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -110,17 +114,64 @@ def begin(
 
 class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
     """A held stream (NDJSON, SSE, WebSocket) after the hand-off: the transport's protocol and
-    the hub's subscriber in one object. Losing the connection unregisters it."""
+    the hub's subscriber in one object. Losing the connection unregisters it.
 
-    __slots__ = ("state",)
+    Its backlog goes out in slices, each written only while the transport's buffer is under its
+    high-water mark, the next when the client has read enough (`resume_writing`): a huge
+    backlog never sits whole in memory for a client that does not read. Until the backlog is
+    written the subscriber is not in the fan-out; then, with no `await` in between, it takes
+    what was fanned out meanwhile from history (or a gap, if that is gone) and joins it.
+    """
+
+    __slots__ = ("backlog", "state")
 
     def __init__(
         self, start: Start, transport: asyncio.Transport, framing: Framing, state: ServerState
     ) -> None:
         super().__init__(start, transport, framing)
         self.state = state
+        self.backlog: deque[Event] | None = None
+        """Events still to write before joining the fan-out; None once joined."""
+
+    def catch_up(self, events: list[Event]) -> None:
+        """Start writing `events`; joins the fan-out once they and what followed are out."""
+        self.backlog = deque(events)
+        self._write_backlog()
+
+    def resume_writing(self) -> None:
+        if self.backlog is not None:
+            self._write_backlog()
+
+    def _write_backlog(self) -> None:
+        transport = self.transport
+        _, high = transport.get_write_buffer_limits()
+        backlog = self.backlog
+        while backlog is not None and not transport.is_closing():
+            if transport.get_write_buffer_size() > high:
+                return  # paused: resume_writing brings us back once the client has read
+            if not backlog:
+                hub = self.state.hub
+                position = parse_cursor(",".join(self.parts.values()))
+                backlog.extend(hub.backlog(self.channels, position, 0)[0])
+                if not backlog:
+                    self.backlog = None
+                    hub.attach(self)
+                    return
+            transport.write(self.framing.chunk(self._slice(backlog)))
+
+    def _slice(self, backlog: deque[Event]) -> bytes:
+        """Up to `BACKLOG_SLICE` bytes of framed events, each with the cursor after it."""
+        frames: list[bytes] = []
+        size = 0
+        while backlog and size < BACKLOG_SLICE:
+            event = backlog.popleft()
+            cursor = self.advance(event)
+            frames.append(self.framing.event(event.body(cursor), cursor))
+            size += len(frames[-1])
+        return b"".join(frames)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.backlog = None
         state = self.state
         hub = state.hub
         state.expiry.discard(self)
@@ -137,20 +188,18 @@ def take_over(
     events: list[Event],
     status: int = 200,
 ) -> web.StreamResponse | None:
-    """Hand the connection to `sub`, send its backlog and register it with the hub, the
-    connection counts and the token-expiry watch; the handler returns what this returns
-    (None: the client is already gone).
+    """Hand the connection to `sub`, register it with the connection counts and the
+    token-expiry watch and start its backlog (it joins the fan-out once that is written); the
+    handler returns what this returns (None: the client is already gone).
 
-    Does not leave the event loop, so it keeps `begin`'s promise: the subscriber is registered
-    before any other message is fanned out.
+    Does not leave the event loop, so it keeps `begin`'s promise: a message fanned out before
+    the subscriber joins is in history, and reaches it from there.
     """
     handed = hand_off(request, sub, status)
     if handed is None:
         return None
-    if events:
-        sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
     state = sub_req.state
-    state.hub.attach(sub)
     state.hub.enter(sub.framing.name, sub.remote)
     state.expiry.add(sub, sub_req.expires)
+    sub.catch_up(events)
     return handed

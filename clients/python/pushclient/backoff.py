@@ -21,3 +21,23 @@ class Backoff:
         base = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
         delay = base * (1.0 - self.jitter * random.random())
         return delay if retry_after is None else max(delay, retry_after)
+
+
+class Retries:
+    """Failed attempts in a row, for the backoff. An attempt that made progress (the server's
+    answer began: a 200 head, a completed WebSocket handshake) starts the count again, so on a
+    link that drops often but delivers every time each retry waits only the first delay."""
+
+    __slots__ = ("backoff", "failures")
+
+    def __init__(self, backoff: Backoff) -> None:
+        self.backoff = backoff
+        self.failures = 0
+
+    def progress(self) -> None:
+        self.failures = 0
+
+    def failed(self, retry_after: float | None = None) -> float:
+        """Count a failed attempt; the delay before the next one."""
+        self.failures += 1
+        return self.backoff.delay(self.failures, retry_after)

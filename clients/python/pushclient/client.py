@@ -12,7 +12,8 @@ from yarl import URL
 
 from .backoff import Backoff
 from .errors import InvalidURL, NetworkError, PushError, error_from_response
-from .models import PublishResult, check_channel, check_channels
+from .models import PublishResult, ServerHints, check_channel, check_channels
+from .pollsize import DEFAULT_CAP
 from .subscription import Subscription
 
 DEFAULT_HEARTBEAT = 20.0
@@ -22,8 +23,10 @@ class PushClient:
     """A connection pool to one server; use it as `async with PushClient(url) as client:`.
 
     `heartbeat` is the server's heartbeat interval, read from `GET /stats` when not given
-    (20 s when that fails); a stream silent for 2.5 times it is taken as dead. `max_retries`
-    bounds consecutive failed attempts of a subscription (None: retry forever).
+    (20 s when that fails); a stream silent for 2.5 times it is taken as dead. The long-poll
+    cap (`longpoll_max_messages`) comes from the same answer (100, the server's default, when
+    `heartbeat` is given or the answer fails; the server caps a larger `limit` anyway).
+    `max_retries` bounds consecutive failed attempts of a subscription (None: retry forever).
     """
 
     def __init__(
@@ -45,6 +48,7 @@ class PushClient:
         self.poll_timeout = poll_timeout
         self.request_timeout = request_timeout
         self._session: aiohttp.ClientSession | None = None
+        self._hints: ServerHints | None = None
         self._closed = False
 
     async def __aenter__(self) -> PushClient:
@@ -84,7 +88,7 @@ class PushClient:
             cursor=cursor,
             history=history,
             token=token,
-            heartbeat=self._heartbeat,
+            hints=self._server_hints,
             poll_timeout=self.poll_timeout,
             backoff=self.backoff,
             max_retries=self.max_retries,
@@ -136,13 +140,21 @@ class PushClient:
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         return self._session
 
-    async def _heartbeat(self) -> float:
-        if self.heartbeat is None:
-            try:
-                self.heartbeat = float((await self.stats())["heartbeat"])
-            except (PushError, KeyError, TypeError, ValueError):
-                return DEFAULT_HEARTBEAT
-        return self.heartbeat
+    async def _server_hints(self) -> ServerHints:
+        if self._hints is not None:
+            return self._hints
+        if self.heartbeat is not None:
+            return ServerHints(self.heartbeat, DEFAULT_CAP)
+        try:
+            stats = await self.stats()
+            hints = ServerHints(
+                float(stats["heartbeat"]), int(stats.get("longpoll_max_messages", DEFAULT_CAP))
+            )
+        except (PushError, KeyError, TypeError, ValueError, AttributeError):
+            return ServerHints(DEFAULT_HEARTBEAT, DEFAULT_CAP)
+        self.heartbeat = hints.heartbeat
+        self._hints = hints
+        return hints
 
     async def health(self) -> bool:
         """`GET /healthz`: True when the server takes subscribers, False while it drains."""

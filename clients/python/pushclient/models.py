@@ -40,6 +40,15 @@ class Gap:
 
 
 @dataclass(frozen=True, slots=True)
+class ServerHints:
+    """Settings of the server that shape a subscription: its heartbeat interval (seconds) and
+    the most events one long-poll answer carries."""
+
+    heartbeat: float
+    longpoll_max_messages: int
+
+
+@dataclass(frozen=True, slots=True)
 class PublishResult:
     """The server's receipt: the message's id and time, and how many subscribers it reached."""
 

@@ -11,7 +11,7 @@ from types import TracebackType
 import aiohttp
 from yarl import URL
 
-from .backoff import Backoff
+from .backoff import Backoff, Retries
 from .errors import (
     NetworkError,
     PushError,
@@ -20,7 +20,8 @@ from .errors import (
     TokenExpired,
     TooManyRequests,
 )
-from .models import Gap, Message
+from .models import Gap, Message, ServerHints
+from .pollsize import PollLimit
 from .transports import make_transport
 from .transports.base import Checkpoint, Connected, Expired, Reconnect
 from .transports.longpoll import LongPollTransport
@@ -50,7 +51,7 @@ class Subscription:
         cursor: str | None,
         history: int,
         token: str | None,
-        heartbeat: Callable[[], Awaitable[float]],
+        hints: Callable[[], Awaitable[ServerHints]],
         poll_timeout: float,
         backoff: Backoff,
         max_retries: int | None,
@@ -58,16 +59,22 @@ class Subscription:
         self.channels = channels
         self.transport = transport
         self.cursor = cursor
-        self._transport = make_transport(transport, poll_timeout=poll_timeout)
+        self._poll_limit = PollLimit()
+        self._transport = make_transport(
+            transport, poll_timeout=poll_timeout, limit=self._poll_limit
+        )
         self._url = url / self._transport.path / ",".join(channels)
         # A stream sends its first cursor with its first message; until then a drop would leave
         # nothing to resume from. So a subscription with no cursor starts with one immediate
         # long-poll, which answers with the head cursor (and any ?history messages).
-        self._catch_up = (LongPollTransport(poll_timeout=0), url / "lp" / ",".join(channels))
+        self._catch_up = (
+            LongPollTransport(poll_timeout=0, limit=self._poll_limit),
+            url / "lp" / ",".join(channels),
+        )
         self._session = session
         self._history = history
         self._token = token
-        self._heartbeat = heartbeat
+        self._hints = hints
         self._backoff = backoff
         self._max_retries = max_retries
         self._items: AsyncGenerator[Message | Gap, None] | None = None
@@ -105,9 +112,11 @@ class Subscription:
         return params
 
     async def _run(self) -> AsyncGenerator[Message | Gap, None]:
+        hints = await self._hints()
+        self._poll_limit.set_cap(hints.longpoll_max_messages)
         # No byte for 2.5 heartbeats, heartbeat included, means the connection is dead.
-        idle = 2.5 * await self._heartbeat()
-        failures = 0
+        idle = 2.5 * hints.heartbeat
+        retries = Retries(self._backoff)
         while True:
             error: PushError | None = None
             if self.cursor is None and not self._transport.polling:
@@ -119,7 +128,7 @@ class Subscription:
                 async with aclosing(events):
                     async for event in events:
                         if isinstance(event, Connected):
-                            failures = 0
+                            retries.progress()
                         elif isinstance(event, Reconnect):
                             self.cursor = event.cursor or self.cursor
                             error = NetworkError("the server asked to reconnect")
@@ -138,9 +147,8 @@ class Subscription:
                 error = exc
             except _NETWORK as exc:
                 error = NetworkError(f"{type(exc).__name__}: {exc}".rstrip(": "))
-            failures += 1
-            if self._max_retries is not None and failures > self._max_retries:
-                raise RetriesExhausted(failures, error, cursor=self.cursor) from error
-            delay = self._backoff.delay(failures, error.retry_after)
-            log.info("%s: %s; retry %d in %.2fs", self._url, error, failures, delay)
+            delay = retries.failed(error.retry_after)
+            if self._max_retries is not None and retries.failures > self._max_retries:
+                raise RetriesExhausted(retries.failures, error, cursor=self.cursor) from error
+            log.info("%s: %s; retry %d in %.2fs", self._url, error, retries.failures, delay)
             await asyncio.sleep(delay)

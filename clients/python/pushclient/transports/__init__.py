@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..pollsize import PollLimit
 from .base import Transport
 from .longpoll import LongPollTransport
 from .sse import SSETransport
@@ -11,10 +12,11 @@ from .ws import WebSocketTransport
 TRANSPORT_NAMES = ("sse", "stream", "longpoll", "ws")
 
 
-def make_transport(name: str, *, poll_timeout: float) -> Transport:
-    """The transport called `name` ("sse", "stream", "longpoll" or "ws")."""
+def make_transport(name: str, *, poll_timeout: float, limit: PollLimit) -> Transport:
+    """The transport called `name` ("sse", "stream", "longpoll" or "ws"); a long-poll sizes its
+    polls with `limit`."""
     if name == "longpoll":
-        return LongPollTransport(poll_timeout)
+        return LongPollTransport(poll_timeout, limit)
     kinds: dict[str, type[Transport]] = {
         "sse": SSETransport,
         "stream": StreamTransport,

@@ -1,4 +1,6 @@
-"""Long-poll: one request per answer; the answer's cursor is where the next poll starts."""
+"""Long-poll: one request per answer; the answer's cursor is where the next poll starts.
+
+Each poll asks for `limit` events, sized by `PollLimit` from how the last polls went."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import orjson
 from yarl import URL
 
 from ..errors import NetworkError
+from ..pollsize import PollLimit
 from .base import Checkpoint, Connected, Event, Transport, open_response, parse_event
+
+_CUT_SHORT = (aiohttp.ClientError, TimeoutError, OSError)
 
 
 class LongPollTransport(Transport):
@@ -17,18 +22,24 @@ class LongPollTransport(Transport):
     path = "lp"
     polling = True
 
-    def __init__(self, poll_timeout: float = 30.0) -> None:
+    def __init__(self, poll_timeout: float = 30.0, limit: PollLimit | None = None) -> None:
         self.poll_timeout = poll_timeout
+        self.limit = limit or PollLimit()
 
     async def events(
         self, session: aiohttp.ClientSession, url: URL, params: dict[str, str], idle: float
     ) -> AsyncIterator[Event]:
         # The server holds the request up to poll_timeout, so silence is only suspect after it.
-        params = {**params, "timeout": f"{self.poll_timeout:g}"}
+        params = {**params, "timeout": f"{self.poll_timeout:g}", "limit": str(self.limit.value)}
         idle += self.poll_timeout
         async with open_response(session, url, params, idle, "application/json") as resp:
-            body = await resp.read()
-        yield Connected()
+            yield Connected()  # the answer began: progress, whatever happens to its body
+            try:
+                body = await resp.read()
+            except _CUT_SHORT:
+                self.limit.cut_short()
+                raise
+        self.limit.arrived()
         try:
             answer = orjson.loads(body)
             items, cursor = answer["messages"], answer["cursor"]
