@@ -478,7 +478,7 @@ function createPushClient(root) {
       finished = true;
       root.clearTimeout(timer);
       registry[id] = noop; /* a late response must still find a function */
-      script.onerror = null;
+      script.onerror = script.onload = null;
       if (script.parentNode) { script.parentNode.removeChild(script); }
       if (done) { done(err, body); }
     }
@@ -490,6 +490,9 @@ function createPushClient(root) {
       finish({ error: 'timeout', message: 'JSONP request timed out' });
     }, timeoutMs);
     script.onerror = function () { finish(networkError('JSONP request failed')); };
+    /* A script that ran without calling back was not the whole answer (a connection cut in a
+     * way the browser did not notice): fail now instead of at the timeout. */
+    script.onload = function () { finish(networkError('JSONP answer did not call back')); };
     script.async = true;
     script.src = url + (url.indexOf('?') === -1 ? '?' : '&') + 'callback=__pushclient.' + id;
     (doc.getElementsByTagName('head')[0] || doc.documentElement).appendChild(script);

@@ -175,6 +175,7 @@ export function scriptDocument() {
           if (script.parentNode !== head) return;
           if (res.statusCode === 200 && res.complete) {
             vm.runInThisContext(Buffer.concat(chunks).toString('utf8'));
+            if (script.onload) script.onload();
           } else if (script.onerror) {
             script.onerror();
           }
@@ -187,7 +188,7 @@ export function scriptDocument() {
   };
   return {
     documentElement: head,
-    createElement: () => ({ parentNode: null, onerror: null }),
+    createElement: () => ({ parentNode: null, onerror: null, onload: null }),
     getElementsByTagName: () => [head],
   };
 }
