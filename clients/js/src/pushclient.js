@@ -490,8 +490,8 @@ function createPushClient(root) {
       finish({ error: 'timeout', message: 'JSONP request timed out' });
     }, timeoutMs);
     script.onerror = function () { finish(networkError('JSONP request failed')); };
-    /* A script that ran without calling back was not the whole answer (a connection cut in a
-     * way the browser did not notice): fail now instead of at the timeout. */
+    /* A script that loaded and ran without calling back was not a whole answer (Chromium does
+     * this behind links that cut connections): fail now instead of at the timeout. */
     script.onload = function () { finish(networkError('JSONP answer did not call back')); };
     script.async = true;
     script.src = url + (url.indexOf('?') === -1 ? '?' : '&') + 'callback=__pushclient.' + id;
