@@ -4,17 +4,24 @@ The page and the API share one origin: `clients/js/demo/server.mjs` serves `clie
 reverse-proxies the API (streams and WebSocket upgrades unbuffered) to the pushserver, so the
 test needs no CORS. Its `/buffered/` prefix buffers whole responses and refuses upgrades, which
 is how the test puts a buffering proxy in front of the browser.
+
+The lossy-link runs subscribe from that page to another origin: a server with CORS behind the
+cutting proxy of `tests.lossy`, so JSONP and XHR meet real cut-off bodies.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import shutil
 import subprocess
+import threading
+import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +31,9 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from pushserver.launcher import ServerProcess
 
+from . import lossy
 from .system import ensure_command
+from .tcpproxy import TcpProxy
 
 JS_DIR = Path(__file__).resolve().parent.parent / "clients" / "js"
 CHROMIUM_ARGS = [
@@ -208,3 +217,70 @@ def test_demo_page_shows_live_messages_and_publishes(
     assert colours is not None and len(colours) > 50, "the screenshot looks blank"
     if os.environ.get("PUSHCLIENT_SCREENSHOT"):
         shutil.copy(shot, os.environ["PUSHCLIENT_SCREENSHOT"])
+
+
+@contextmanager
+def event_loop_thread() -> Iterator[asyncio.AbstractEventLoop]:
+    """A loop on its own thread, for the asyncio proxy and publisher beside sync Playwright."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+LOSSY_RUNS: list[tuple[str, dict[str, Any]]] = [
+    ("jsonp", {}),
+    ("longpoll", {}),
+    ("longpoll", {"fetch": False}),
+    ("stream", {}),
+    ("stream", {"fetch": False}),
+    ("sse", {}),
+    ("ws", {}),
+]
+
+
+@pytest.mark.parametrize(
+    ("transport", "options"),
+    LOSSY_RUNS,
+    ids=[t + ("-xhr" if "fetch" in o else "") for t, o in LOSSY_RUNS],
+)
+def test_lossy_link_delivers_every_message_once_in_order(
+    page: Page, origin: str, transport: str, options: dict[str, Any]
+) -> None:
+    """Through a proxy that cuts every connection after 300-3,000 bytes, 300 messages published
+    at ~100/s arrive once and in order within 60 s."""
+    page.goto(f"{origin}/test/browser.html")
+    page.wait_for_function("window.harnessReady === true")
+    server_args = ["--history-size", str(lossy.HISTORY), "--cors-origin", "*", "--heartbeat", "1"]
+    with ServerProcess(server_args) as server, event_loop_thread() as loop:
+
+        def run(coro: Coroutine[Any, Any, Any]) -> Any:
+            return asyncio.run_coroutine_threadsafe(coro, loop).result(90)
+
+        proxy = run(TcpProxy(server.port, cut_after=lossy.random_cuts(seed=1)).start())
+        cursor = run(lossy.head_cursor(server.url))
+        started = time.monotonic()
+        publishing = asyncio.run_coroutine_threadsafe(lossy.publish_all(server.url), loop)
+        result = page.evaluate(
+            "args => window.receive(args)",
+            {
+                "base": proxy.url,
+                "channel": lossy.CHANNEL,
+                "cursor": cursor,
+                "count": lossy.MESSAGES,
+                "deadlineMs": 60_000,
+                "options": {"transport": transport, **options},
+            },
+        )
+        seconds = time.monotonic() - started
+        publishing.result(60)
+        run(proxy.close())
+    assert lossy.problems(result["events"]) == [], result["statuses"]
+    assert result["transport"] == transport
+    assert proxy.cuts > 0
+    print(f"lossy link, browser {transport}{'-xhr' if options else ''}: {seconds:.2f} s")

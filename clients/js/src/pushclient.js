@@ -12,6 +12,7 @@ function createPushClient(root) {
   var CHANNEL_RE = /^[A-Za-z0-9_.:@-]{1,128}$/;
   var HTTP_STREAMS = { sse: true, stream: true };
   var HEAD_TIMEOUT_MS = 15000; /* the immediate long-poll that takes a new subscription's cursor */
+  var MAX_BETTER_DELAY_MS = 1800000; /* the longest wait before trying a better transport again */
   var jsonpSeq = 0;
 
   function noop() {}
@@ -137,15 +138,18 @@ function createPushClient(root) {
     return { error: 'network', message: String(e && e.message || e || 'connection lost') };
   }
 
-  /* One JSON request (long-poll, publish) over fetch, else XHR; done(err, body). */
+  /* One JSON request (long-poll, publish) over fetch, else XHR; done(err, body). An error after
+   * a 2xx head arrived says so (`afterHead`): the answer was cut off in its body. */
   function requestJson(caps, method, url, headers, body, timeoutMs, done) {
     var finished = false;
+    var headSeen = false;
     var timer = null;
     var abortFn = noop;
     function finish(err, value) {
       if (finished) { return; }
       finished = true;
       if (timer) { root.clearTimeout(timer); }
+      if (err && headSeen) { err.afterHead = true; }
       done(err, value);
     }
     function settle(status, retryAfter, text) {
@@ -172,6 +176,7 @@ function createPushClient(root) {
       if (body !== null) { init.body = body; }
       if (ctrl) { init.signal = ctrl.signal; }
       caps.fetch(url, init).then(function (res) {
+        headSeen = res.status >= 200 && res.status < 300;
         return res.text().then(function (text) {
           settle(res.status, res.headers.get('Retry-After'), text);
         });
@@ -184,6 +189,9 @@ function createPushClient(root) {
         if (own(headers, name)) { xhr.setRequestHeader(name, headers[name]); }
       }
       xhr.onreadystatechange = function () {
+        if (xhr.readyState === 2 || xhr.readyState === 3) {
+          headSeen = xhr.status >= 200 && xhr.status < 300;
+        }
         if (xhr.readyState !== 4) { return; }
         if (xhr.status === 0) {
           finish(networkError('connection lost'));
@@ -379,30 +387,62 @@ function createPushClient(root) {
     },
 
     longpoll: function (sub, link) {
-      return pollLoop(sub, link, function (url, timeoutMs, done) {
-        return requestJson(sub._caps, 'GET', url, {}, null, timeoutMs, done);
-      });
+      return pollLoop(sub, link, false);
     },
 
     jsonp: function (sub, link) {
-      return pollLoop(sub, link, function (url, timeoutMs, done) {
-        return jsonpRequest(sub._caps.document, url, timeoutMs, done);
-      });
+      return pollLoop(sub, link, true);
     }
   };
 
+  /* The `limit` every long-poll sends (docs/protocol.md, "How a client sizes its polls"): a
+   * link that drops every few kilobytes gets answers through once they are small enough. */
+  function PollLimit(cap) {
+    this.cap = cap;
+    this.value = cap;
+  }
+
+  /* An answer that arrived whole: ask for more again, up to the server's cap. */
+  PollLimit.prototype.answered = function () {
+    this.value = Math.min(this.cap, this.value * 2);
+  };
+
+  /* An answer cut off after its head (or, for JSONP, any failed poll): ask for half. */
+  PollLimit.prototype.cut = function () {
+    this.value = Math.max(1, Math.floor(this.value / 2));
+  };
+
+  /* Sends one long-poll (JSONP when asked) from the subscription's cursor with its limit, and
+   * adapts the limit to how the answer came: done(err, body). */
+  function poll(sub, jsonp, timeout, timeoutMs, done) {
+    var limit = sub._limit;
+    var url = sub._url('lp', { timeout: timeout, limit: limit.value });
+    function adapt(err, body) {
+      if (!err) {
+        limit.answered();
+      } else if (err.afterHead || (jsonp && (err.error === 'network' || err.error === 'timeout'))) {
+        limit.cut();
+      }
+      done(err, body);
+    }
+    return jsonp ?
+      jsonpRequest(sub._caps.document, url, timeoutMs, adapt) :
+      requestJson(sub._caps, 'GET', url, {}, null, timeoutMs, adapt);
+  }
+
   /* Long-poll and JSONP: one request after another, each from the cursor the last returned. */
-  function pollLoop(sub, link, request) {
+  function pollLoop(sub, link, jsonp) {
     var current = null;
     var closed = false;
     function next() {
       if (closed) { return; }
       var timeout = sub._opts.pollTimeout;
-      current = request(sub._url('lp', { timeout: timeout }), (timeout + 15) * 1000,
+      current = poll(sub, jsonp, timeout, (timeout + 15) * 1000,
         function (err, body) {
           current = null;
           if (closed) { return; }
           if (err) {
+            if (err.afterHead) { link.bytes(); }
             link.end(err);
             return;
           }
@@ -438,7 +478,7 @@ function createPushClient(root) {
       finished = true;
       root.clearTimeout(timer);
       registry[id] = noop; /* a late response must still find a function */
-      script.onerror = null;
+      script.onerror = script.onload = null;
       if (script.parentNode) { script.parentNode.removeChild(script); }
       if (done) { done(err, body); }
     }
@@ -450,6 +490,9 @@ function createPushClient(root) {
       finish({ error: 'timeout', message: 'JSONP request timed out' });
     }, timeoutMs);
     script.onerror = function () { finish(networkError('JSONP request failed')); };
+    /* A script that loaded and ran without calling back was not a whole answer (Chromium does
+     * this behind links that cut connections): fail now instead of at the timeout. */
+    script.onload = function () { finish(networkError('JSONP answer did not call back')); };
     script.async = true;
     script.src = url + (url.indexOf('?') === -1 ? '?' : '&') + 'callback=__pushclient.' + id;
     (doc.getElementsByTagName('head')[0] || doc.documentElement).appendChild(script);
@@ -482,8 +525,9 @@ function createPushClient(root) {
       xhrMaxBytes: option(options, 'xhrMaxBytes', 1048576),
       heartbeat: option(options, 'heartbeat', 20),
       pollTimeout: option(options, 'pollTimeout', 30),
-      minDelay: option(options, 'minDelay', 500),
+      minDelay: option(options, 'minDelay', 250),
       maxDelay: option(options, 'maxDelay', 30000),
+      betterAfter: option(options, 'betterAfter', 60000),
       onMessage: options.onMessage,
       onGap: options.onGap,
       onStatus: options.onStatus
@@ -491,7 +535,10 @@ function createPushClient(root) {
     this._caps = capabilities(options);
     this._auto = option(options, 'transport', 'auto') === 'auto';
     this._ladder = candidates(this._caps, option(options, 'transport', 'auto'));
+    this._limit = new PollLimit(option(options, 'pollLimit', 100));
     this._rung = 0;
+    this._betterDelay = this._opts.betterAfter;
+    this._betterTimer = null;
     this._unopened = 0;
     this._stalls = 0;
     this._attempt = 0;
@@ -606,11 +653,11 @@ function createPushClient(root) {
    * immediate long-poll, then opens its transport from there. */
   PushSubscription.prototype._head = function (name, link, live, open) {
     var self = this;
-    var url = this._url('lp', { timeout: 0 });
     function done(err, body) {
       if (!live()) { return; }
       self._conn = null;
       if (err) {
+        if (err.afterHead) { link.bytes(); }
         link.end(err);
         return;
       }
@@ -624,9 +671,7 @@ function createPushClient(root) {
     }
     var request;
     try {
-      request = name === 'jsonp' ?
-        jsonpRequest(this._caps.document, url, HEAD_TIMEOUT_MS, done) :
-        requestJson(this._caps, 'GET', url, {}, null, HEAD_TIMEOUT_MS, done);
+      request = poll(this, name === 'jsonp', 0, HEAD_TIMEOUT_MS, done);
     } catch (e) {
       link.end(networkError(e));
       return;
@@ -678,7 +723,7 @@ function createPushClient(root) {
     if (err.retryAfter !== null && err.retryAfter !== undefined) {
       delay = err.retryAfter * 1000 + Math.random() * this._opts.minDelay;
     } else if (!err.rotate) {
-      if (link.opened) { this._attempt = 0; }
+      if (link.opened || link.received) { this._attempt = 0; }
       var cap = Math.min(this._opts.maxDelay, this._opts.minDelay * Math.pow(2, this._attempt));
       delay = cap / 2 + Math.random() * cap / 2;
       this._attempt++;
@@ -710,7 +755,32 @@ function createPushClient(root) {
       this._stalls = 0;
       this._attempt = 0;
       this._status('fallback', { from: name, to: this._ladder[this._rung], reason: err });
+      this._tryBetterLater();
     }
+  };
+
+  /* What made a transport fail (a proxy, a network) may be gone later: after betterAfter ms on
+   * a lower rung, start again from the best transport; each fall-back after that waits twice
+   * as long before the next try. */
+  PushSubscription.prototype._tryBetterLater = function () {
+    var self = this;
+    if (this._betterTimer || this.closed) { return; }
+    var delay = this._betterDelay;
+    this._betterDelay = Math.min(MAX_BETTER_DELAY_MS, delay * 2);
+    this._betterTimer = root.setTimeout(function () {
+      self._betterTimer = null;
+      if (self.closed || self._rung === 0) { return; }
+      var from = self._ladder[self._rung];
+      self._drop();
+      root.clearTimeout(self._retryTimer);
+      self._retryTimer = null;
+      self._rung = 0;
+      self._unopened = 0;
+      self._stalls = 0;
+      self._attempt = 0;
+      self._status('upgrade', { from: from, to: self._ladder[0] });
+      self._connect();
+    }, delay);
   };
 
   /** Stops the subscription for good; `cursor` stays readable to resume later. */
@@ -720,6 +790,8 @@ function createPushClient(root) {
     this.closed = true;
     root.clearTimeout(this._retryTimer);
     this._retryTimer = null;
+    root.clearTimeout(this._betterTimer);
+    this._betterTimer = null;
     this._status('closed', { cursor: this.cursor });
   };
 

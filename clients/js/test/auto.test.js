@@ -88,6 +88,40 @@ describe('auto', () => {
     }
   });
 
+  test('after a fall-back, tries the better transport again later and keeps it', async () => {
+    let blocked = true;
+    // Refused while blocked, as behind a proxy that drops upgrades, then a plain WebSocket.
+    class BlockableWebSocket extends WebSocket {
+      constructor(url) {
+        super(blocked ? 'ws://127.0.0.1:1/' : url);
+      }
+    }
+    const channel = freshChannel('better');
+    const cursor = await cursorNow(server.url, channel);
+    const { sub, got, statuses } = subscribe(server.url, channel, {
+      cursor,
+      WebSocket: BlockableWebSocket,
+      betterAfter: 300,
+    });
+    try {
+      await waitFor(() => sub.transport === 'stream', 'the fall-back to streaming');
+      await publish(server.url, channel, 1);
+      await waitFor(() => got.length === 1, 'a message over the stream');
+      blocked = false;
+      await waitFor(() => statuses.some((s) => s.status === 'upgrade'), 'a try of WebSocket');
+      await waitFor(() => sub.transport === 'ws' && statuses.at(-1).status === 'open', 'ws open');
+      await publish(server.url, channel, 2);
+      await waitFor(() => got.length === 2, 'a message over WebSocket');
+      assert.deepEqual(got, [1, 2]);
+      const moves = statuses.filter((s) => s.status === 'fallback' || s.status === 'upgrade');
+      assert.deepEqual(moves[0].info, { from: 'ws', to: 'stream', reason: moves[0].info.reason });
+      assert.deepEqual(moves.at(-1), { status: 'upgrade', info: { from: 'stream', to: 'ws' } });
+      assert.equal(sub.transport, 'ws');
+    } finally {
+      sub.close();
+    }
+  });
+
   test('close() stops delivery and reports the cursor', async () => {
     const channel = freshChannel('close');
     const cursor = await cursorNow(server.url, channel);

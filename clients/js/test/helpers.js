@@ -1,10 +1,12 @@
 // Shared test fixtures: a real pushserver process, a TCP proxy that can cut connections, and
 // polling with a deadline (tests wait on conditions, never on fixed sleeps).
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import vm from 'node:vm';
 import WebSocket from 'ws';
 import { PushSubscription } from '../dist/pushclient.js';
 
@@ -49,10 +51,14 @@ export function startPushserver(args = []) {
   });
 }
 
-/** A TCP relay in front of the server; cut() drops every connection through it. */
-export function startTcpProxy(targetPort) {
+/**
+ * A TCP relay in front of the server; cut() drops every connection through it. With
+ * `cutAfter`, each connection is cut once it has carried cutAfter() bytes from the server, as
+ * links that drop every few kilobytes do.
+ */
+export function startTcpProxy(targetPort, { cutAfter = null } = {}) {
   const pairs = new Set();
-  const stats = { connections: 0, open: 0, maxOpen: 0 };
+  const stats = { connections: 0, open: 0, maxOpen: 0, cuts: 0 };
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, '127.0.0.1');
     const pair = { client, upstream };
@@ -72,7 +78,24 @@ export function startTcpProxy(targetPort) {
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
     client.pipe(upstream);
-    upstream.pipe(client);
+    if (cutAfter) {
+      let budget = cutAfter();
+      upstream.on('data', (chunk) => {
+        if (budget <= 0) return;
+        if (chunk.length < budget) {
+          budget -= chunk.length;
+          client.write(chunk);
+          return;
+        }
+        const last = chunk.subarray(0, budget);
+        budget = 0;
+        stats.cuts += 1;
+        upstream.pause();
+        client.end(last, close);
+      });
+    } else {
+      upstream.pipe(client);
+    }
   });
   return new Promise((resolve) => {
     server.listen(0, '127.0.0.1', () => {
@@ -135,4 +158,37 @@ export function record(baseUrl, channels, options) {
     ...options,
   });
   return { sub, log, statuses, messages: () => log.filter((event) => event.type === undefined) };
+}
+
+/**
+ * The part of a browser `document` JSONP uses: an appended <script> is fetched over HTTP and run
+ * in this global scope; a failed or truncated load fires its onerror, as a browser's does.
+ */
+export function scriptDocument() {
+  const head = {
+    appendChild(script) {
+      script.parentNode = head;
+      http.get(script.src, (res) => {
+        const chunks = [];
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('close', () => {
+          if (script.parentNode !== head) return;
+          if (res.statusCode === 200 && res.complete) {
+            vm.runInThisContext(Buffer.concat(chunks).toString('utf8'));
+            if (script.onload) script.onload();
+          } else if (script.onerror) {
+            script.onerror();
+          }
+        });
+      }).on('error', () => script.parentNode === head && script.onerror && script.onerror());
+    },
+    removeChild(script) {
+      script.parentNode = null;
+    },
+  };
+  return {
+    documentElement: head,
+    createElement: () => ({ parentNode: null, onerror: null, onload: null }),
+    getElementsByTagName: () => [head],
+  };
 }

@@ -59,7 +59,7 @@ public final class PushClient {
      */
     public String poll(List<String> channels, String cursor, int timeoutSeconds,
             final SubscriptionListener listener) throws IOException {
-        HttpURLConnection conn = Http.open(subscribeUrl(Transport.LONGPOLL, channels, cursor, timeoutSeconds),
+        HttpURLConnection conn = Http.open(subscribeUrl(Transport.LONGPOLL, channels, cursor, timeoutSeconds, null),
                 options.connectTimeoutMillis(), Http.pollReadTimeoutMillis(timeoutSeconds));
         int status = conn.getResponseCode();
         if (status != HttpURLConnection.HTTP_OK) {
@@ -102,12 +102,14 @@ public final class PushClient {
         return post(channel, text, "text/plain; charset=utf-8");
     }
 
-    URL subscribeUrl(Transport transport, List<String> channels, String cursor, int pollTimeoutSeconds)
-            throws IOException {
+    /** {@code limit} (long-poll only; null: the server's cap) bounds the events of one answer. */
+    URL subscribeUrl(Transport transport, List<String> channels, String cursor, int pollTimeoutSeconds,
+            Integer limit) throws IOException {
         StringBuilder query = new StringBuilder();
         Http.param(query, "cursor", cursor);
         if (transport == Transport.LONGPOLL) {
             Http.param(query, "timeout", pollTimeoutSeconds);
+            Http.param(query, "limit", limit);
         }
         if (options.history() >= 0) {
             Http.param(query, "history", options.history());

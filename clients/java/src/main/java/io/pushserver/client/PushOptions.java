@@ -7,9 +7,10 @@ public final class PushOptions {
     private double heartbeatSeconds = 20;
     private int pollTimeoutSeconds = 30;
     private int connectTimeoutMillis = 10000;
-    private long reconnectMinMillis = 1000;
+    private long reconnectMinMillis = 250;
     private long reconnectMaxMillis = 30000;
     private int history = -1;
+    private int pollLimit = 100;
 
     public PushOptions() {}
 
@@ -22,6 +23,7 @@ public final class PushOptions {
         reconnectMinMillis = other.reconnectMinMillis;
         reconnectMaxMillis = other.reconnectMaxMillis;
         history = other.history;
+        pollLimit = other.pollLimit;
     }
 
     /** Sent as {@code Authorization: Bearer} on publishes (the server's {@code --publish-key}). */
@@ -75,7 +77,8 @@ public final class PushOptions {
 
     /**
      * Reconnect delays: the first retry waits about {@code minMillis}, each further failure doubles
-     * it up to {@code maxMillis}, each with random jitter (defaults 1 s and 30 s).
+     * it up to {@code maxMillis}, each with random jitter (defaults 250 ms and 30 s). A retry after an
+     * attempt that received the server's answer head (or a stream's) waits as a first retry again.
      */
     public PushOptions reconnectDelay(long minMillis, long maxMillis) {
         if (minMillis <= 0 || maxMillis < minMillis) {
@@ -89,6 +92,19 @@ public final class PushOptions {
     /** Ask for up to {@code n} buffered messages of channels the cursor does not name ({@code ?history=}). */
     public PushOptions history(int n) {
         history = n;
+        return this;
+    }
+
+    /**
+     * The server's {@code --longpoll-max-messages} (default 100): the most a long-poll asks for.
+     * After an answer breaks off in its body the subscription asks for half, down to 1, and after
+     * each whole answer for twice as much again, up to this.
+     */
+    public PushOptions pollLimit(int cap) {
+        if (cap < 1) {
+            throw new IllegalArgumentException("poll limit must be at least 1: " + cap);
+        }
+        pollLimit = cap;
         return this;
     }
 
@@ -122,5 +138,9 @@ public final class PushOptions {
 
     int history() {
         return history;
+    }
+
+    int pollLimit() {
+        return pollLimit;
     }
 }

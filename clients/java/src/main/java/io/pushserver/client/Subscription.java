@@ -27,6 +27,7 @@ public final class Subscription implements Closeable {
     private final SubscriptionListener listener;
     private final PushOptions options;
     private final Backoff backoff;
+    private final PollLimit limit;
     private final Thread thread;
     private final Object wake = new Object();
     private final Object dispatch = new Object();
@@ -48,6 +49,7 @@ public final class Subscription implements Closeable {
         this.listener = listener;
         this.options = options;
         this.backoff = new Backoff(options.reconnectMinMillis(), options.reconnectMaxMillis(), new Random());
+        this.limit = new PollLimit(options.pollLimit());
         this.thread = new Thread(new Runnable() {
             @Override
             public void run() {
@@ -156,6 +158,7 @@ public final class Subscription implements Closeable {
 
     /**
      * One connection: a stream until it ends, or long-polls one after another until one fails.
+     * Each long-poll sends the subscription's {@link PollLimit} and adapts it to how it went.
      *
      * <p>Without a cursor it first takes the head cursor (and any {@code history} messages) from
      * an immediate long-poll: a stream carries no cursor until its first message and a first
@@ -170,10 +173,12 @@ public final class Subscription implements Closeable {
         do {
             head = cursor == null;
             Transport using = head ? Transport.LONGPOLL : transport;
+            boolean polling = using == Transport.LONGPOLL;
             int pollTimeout = head ? 0 : options.pollTimeoutSeconds();
-            HttpURLConnection conn = Http.open(client.subscribeUrl(using, channels, cursor, pollTimeout),
-                    options.connectTimeoutMillis(), using == Transport.LONGPOLL
-                            ? Http.pollReadTimeoutMillis(pollTimeout) : options.streamReadTimeoutMillis());
+            HttpURLConnection conn = Http.open(
+                    client.subscribeUrl(using, channels, cursor, pollTimeout, limit.value()),
+                    options.connectTimeoutMillis(),
+                    polling ? Http.pollReadTimeoutMillis(pollTimeout) : options.streamReadTimeoutMillis());
             if (using != Transport.LONGPOLL) {
                 conn.setRequestProperty("Accept-Encoding", "identity");
             }
@@ -183,10 +188,18 @@ public final class Subscription implements Closeable {
                 InputStream in = new Guarded(open(conn, generation, head), generation);
                 try {
                     Framing.read(using, in, sink);
+                } catch (IOException e) {
+                    if (polling && !(e instanceof ServerReconnect) && !dropped(generation)) {
+                        limit.cut(); // the head came, the body broke off
+                    }
+                    throw e;
                 } finally {
                     in.close();
                 }
-                reusable = using == Transport.LONGPOLL;
+                if (polling) {
+                    limit.answered();
+                }
+                reusable = polling;
             } finally {
                 if (!reusable || closed) {
                     conn.disconnect(); // a long-poll answered in full keeps its connection alive
@@ -200,16 +213,20 @@ public final class Subscription implements Closeable {
 
     /**
      * Sends the request and checks the answer; a drop racing with it can make the JDK throw unchecked.
+     * A {@code 200} head is progress, so the retry after whatever follows is a first retry again.
      * The subscription is connected once its own transport answers, not the head long-poll.
      */
     private InputStream open(HttpURLConnection conn, int generation, boolean head) throws IOException {
         try {
             int status = conn.getResponseCode();
+            if (status < 0) {
+                throw new ProtocolException("no valid HTTP status line (the connection broke in it)");
+            }
             if (status != HttpURLConnection.HTTP_OK) {
                 throw Http.error(conn, status);
             }
+            backoff.reset();
             if (!head) {
-                backoff.reset();
                 setState(ConnectionState.CONNECTED, null);
             }
             return conn.getInputStream();
@@ -224,9 +241,14 @@ public final class Subscription implements Closeable {
 
     /** A connection dropped on request fails as that, not as the socket error the drop caused. */
     private void checkNotDropped(int generation) throws InterruptedIOException {
-        if (closed || drops.get() != generation) {
+        if (dropped(generation)) {
             throw new InterruptedIOException(closed ? "subscription closed" : "reconnect requested");
         }
+    }
+
+    /** Whether close() or reconnectNow() ended the connection opened at {@code generation}. */
+    private boolean dropped(int generation) {
+        return closed || drops.get() != generation;
     }
 
     /**

@@ -58,7 +58,12 @@ final class Recorder implements SubscriptionListener {
     }
 
     synchronized void await(Predicate<Recorder> condition, String what) throws InterruptedException {
-        long deadline = System.currentTimeMillis() + WAIT_MILLIS;
+        await(condition, what, WAIT_MILLIS);
+    }
+
+    synchronized void await(Predicate<Recorder> condition, String what, long waitMillis)
+            throws InterruptedException {
+        long deadline = System.currentTimeMillis() + waitMillis;
         while (!condition.test(this)) {
             long left = deadline - System.currentTimeMillis();
             if (left <= 0) {

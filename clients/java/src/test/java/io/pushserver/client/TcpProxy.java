@@ -9,19 +9,31 @@ import java.net.Socket;
 import java.net.URI;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.function.IntSupplier;
 
 /**
  * A loopback TCP proxy that lets a test do to a client what mobile networks do: cut its
- * connections, or freeze them (sockets stay open, no byte gets through) until the client gives up.
+ * connections, or freeze them (sockets stay open, no byte gets through) until the client gives up,
+ * or cut each one after a number of bytes from the server drawn for it.
  */
 final class TcpProxy implements AutoCloseable {
+    private static final IntSupplier NEVER = () -> Integer.MAX_VALUE;
+
     private final ServerSocket listener;
     private final int targetPort;
+    private final IntSupplier cutAfter;
     private final List<Pipe> pipes = new ArrayList<>();
     private int accepted;
+    private int cuts;
 
     TcpProxy(int targetPort) throws IOException {
+        this(targetPort, NEVER);
+    }
+
+    /** Cuts each connection once it has carried {@code cutAfter.getAsInt()} bytes from the server. */
+    TcpProxy(int targetPort, IntSupplier cutAfter) throws IOException {
         this.targetPort = targetPort;
+        this.cutAfter = cutAfter;
         this.listener = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
         Thread acceptor = new Thread(this::acceptLoop, "proxy-accept");
         acceptor.setDaemon(true);
@@ -52,6 +64,15 @@ final class TcpProxy implements AutoCloseable {
         return accepted;
     }
 
+    /** How many connections it has cut after their byte budget. */
+    synchronized int cuts() {
+        return cuts;
+    }
+
+    private synchronized void countCut() {
+        cuts++;
+    }
+
     private void acceptLoop() {
         while (true) {
             Socket client;
@@ -61,14 +82,15 @@ final class TcpProxy implements AutoCloseable {
                 return;
             }
             try {
-                Pipe pipe = new Pipe(client, new Socket(InetAddress.getLoopbackAddress(), targetPort));
+                Pipe pipe = new Pipe(client, new Socket(InetAddress.getLoopbackAddress(), targetPort),
+                        cutAfter.getAsInt());
                 pipe.start();
                 synchronized (this) {
                     pipes.add(pipe);
                     accepted++;
                 }
             } catch (IOException e) {
-                Pipe.closeQuietly(client); // the server is down: the client sees the connection fail
+                closeQuietly(client); // the server is down: the client sees the connection fail
             }
         }
     }
@@ -79,29 +101,39 @@ final class TcpProxy implements AutoCloseable {
         cutAll();
     }
 
-    private static final class Pipe {
+    private final class Pipe {
         private final Socket client;
         private final Socket server;
+        private final int budget;
         volatile boolean frozen;
 
-        Pipe(Socket client, Socket server) {
+        Pipe(Socket client, Socket server, int budget) {
             this.client = client;
             this.server = server;
+            this.budget = budget;
         }
 
         void start() throws IOException {
-            pump(client.getInputStream(), server.getOutputStream(), "proxy-up");
-            pump(server.getInputStream(), client.getOutputStream(), "proxy-down");
+            pump(client.getInputStream(), server.getOutputStream(), "proxy-up", Integer.MAX_VALUE);
+            pump(server.getInputStream(), client.getOutputStream(), "proxy-down", budget);
         }
 
-        private void pump(InputStream in, OutputStream out, String name) {
+        /** Forwards until either side closes, or cuts once {@code left} bytes went through. */
+        private void pump(InputStream in, OutputStream out, String name, int left) {
             Thread thread = new Thread(() -> {
                 byte[] buf = new byte[16384];
+                int remaining = left;
                 try {
                     for (int n; (n = in.read(buf)) != -1; ) {
-                        if (!frozen) {
-                            out.write(buf, 0, n);
-                            out.flush();
+                        if (frozen) {
+                            continue;
+                        }
+                        out.write(buf, 0, Math.min(n, remaining));
+                        out.flush();
+                        remaining -= Math.min(n, remaining);
+                        if (remaining == 0) {
+                            countCut();
+                            return;
                         }
                     }
                 } catch (IOException e) {
@@ -118,13 +150,13 @@ final class TcpProxy implements AutoCloseable {
             closeQuietly(client);
             closeQuietly(server);
         }
+    }
 
-        static void closeQuietly(Socket socket) {
-            try {
-                socket.close();
-            } catch (IOException e) {
-                // already closed
-            }
+    static void closeQuietly(Socket socket) {
+        try {
+            socket.close();
+        } catch (IOException e) {
+            // already closed
         }
     }
 }
