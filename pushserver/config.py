@@ -22,6 +22,11 @@ def _setting(default: Any, help: str, **extra: Any) -> Any:
     return dataclasses.field(default=default, metadata={"help": help, **extra})
 
 
+def _machine_channels() -> int:
+    """A channel costs about 2 KB with no history: let them take an eighth of the memory."""
+    return max(10_000, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 8 // 2048)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     host: str = _setting("127.0.0.1", "address to listen on")
@@ -52,6 +57,11 @@ class Settings:
     max_batch: int = _setting(1000, "largest number of messages in one POST /pub batch")
     max_channels_per_subscription: int = _setting(64, "channels one subscription may name")
     max_connections: int = _setting(100_000, "held subscriber connections before 503 over_capacity")
+    max_channels: int = _setting(
+        _machine_channels(),
+        "channels held at once before a subscribe naming new ones gets 503 over_capacity "
+        "(default: about 2 KB each in an eighth of this machine's memory)",
+    )
     max_connections_per_ip: int = _setting(
         0, "held subscriber connections per client IP (0 = none)"
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -72,10 +73,13 @@ def add_routes(app: web.Application) -> None:
 
 
 async def _every(seconds: float, action: Callable[[], object]) -> None:
+    """Run `action` (plain or async) every `seconds`; a failure is logged, not fatal."""
     while True:
         await asyncio.sleep(seconds)
         try:
-            action()
+            done = action()
+            if inspect.isawaitable(done):
+                await done
         except Exception:
             log.exception("periodic %s failed", getattr(action, "__name__", action))
 

@@ -92,8 +92,18 @@ async def open_channels(sub_req: SubscribeRequest) -> list[LocalChannel]:
     is still a clean JSON error.
     """
     state = sub_req.state
-    channels = await state.hub.open(sub_req.channels, sub_req.positions)
-    state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    hub = state.hub
+    new = sum(name not in hub.channels for name in sub_req.channels)
+    limit = state.settings.max_channels
+    if new and len(hub.channels) + new > limit:
+        hub.stats.limits_hit["max_channels"] += 1
+        raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
+    channels = await hub.open(sub_req.channels, sub_req.positions)
+    try:
+        hub.backlog(channels, sub_req.positions, sub_req.history)
+    except InvalidInput:
+        hub.release(channels)
+        raise
     return channels
 
 
@@ -105,7 +115,9 @@ def begin(
     Synchronous, and the caller registers the subscriber with the hub before it next awaits, so
     no message can slip between the backlog and live delivery or arrive twice.
     """
-    events, parts = sub_req.state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    hub = sub_req.state.hub
+    channels = hub.adopt(channels)
+    events, parts = hub.backlog(channels, sub_req.positions, sub_req.history)
     return factory(Start(channels, parts, sub_req.remote), *args), events
 
 
@@ -147,6 +159,7 @@ def take_over(
     """
     handed = hand_off(request, sub, status)
     if handed is None:
+        sub_req.state.hub.release(sub.channels)
         return None
     if events:
         sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))

@@ -171,10 +171,9 @@ async def handle(request: web.Request) -> web.StreamResponse:
         poll, events = begin(sub_req, channels, DirectPoll, request.transport, state)
     else:
         poll, events = begin(sub_req, channels, AwaitedPoll)
-    if events:
-        body = poll.answer(events)
-    elif timeout == 0:
-        body = longpoll_body([], poll.cursor)
+    if events or timeout == 0:
+        state.hub.release(poll.channels)  # answered at once: nothing stays held
+        body = poll.answer(events) if events else longpoll_body([], poll.cursor)
     elif isinstance(poll, DirectPoll):
         return await wait_direct(request, poll, timeout)
     else:
