@@ -69,6 +69,10 @@ class Settings:
     max_pad: int = _setting(8192, "largest ?pad= accepted on streams")
     max_line_size: int = _setting(8190, "largest request line / URL in bytes")
     max_field_size: int = _setting(8190, "largest request header in bytes")
+    max_headers: int = _setting(64, "most header lines in one request head")
+    max_head_bytes: int = _setting(
+        32 << 10, "largest whole request head in bytes; the connection is closed above"
+    )
     publish_key: str = _setting("", "bearer key for publishing and admin; empty = loopback only")
     subscribe_secret: str = _setting("", "HS256 secret; when set, subscribers need ?token=JWT")
     cors_origin: str = _setting("", "comma-separated allowed CORS origins, or *; empty = no CORS")

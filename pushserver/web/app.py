@@ -18,7 +18,7 @@ from ..core.hub import Hub
 from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
-from . import admin, cors, limits, openapi, publish
+from . import admin, cors, heads, limits, openapi, publish
 from .errors import error_response, response_for
 from .ratelimit import RATE_LIMITER
 from .state import STATE, ServerState
@@ -125,7 +125,9 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     )
     hub.observe_fanout = metrics.fanout.observe
     gc.install(settings.gc_thresholds)
-    app = web.Application(middlewares=[json_errors], client_max_size=settings.max_message_bytes)
+    app = web.Application(
+        middlewares=[heads.head_reached, json_errors], client_max_size=settings.max_message_bytes
+    )
     app[STATE] = ServerState(settings, hub, metrics, gc, ExpiryWatch(hub), worker)
     if settings.max_publish_rate > 0:
         app[RATE_LIMITER] = RateLimiter(settings.max_publish_rate)
