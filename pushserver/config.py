@@ -75,6 +75,10 @@ class Settings:
     )
     publish_key: str = _setting("", "bearer key for publishing and admin; empty = loopback only")
     subscribe_secret: str = _setting("", "HS256 secret; when set, subscribers need ?token=JWT")
+    token_audience: str = _setting(
+        "",
+        "when set, subscribe tokens need this aud claim; when unset, tokens with aud are refused",
+    )
     cors_origin: str = _setting("", "comma-separated allowed CORS origins, or *; empty = no CORS")
     shutdown_timeout: float = _setting(10.0, "seconds to drain connections on SIGTERM/SIGINT")
     request_timeout: float = _setting(

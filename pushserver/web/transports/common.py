@@ -68,7 +68,9 @@ def subscribe_request(
     history = int_param(request, "history", 0, 0, settings.history_size)
     expires = None
     if settings.subscribe_secret:
-        expires = verify(request.query.get("token"), settings.subscribe_secret, channels)
+        expires = verify(
+            request.query.get("token"), settings.subscribe_secret, channels, settings.token_audience
+        )
     remote = request.remote or "-"
     hub = state.hub
     if hub.connection_total >= settings.max_connections:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 from aiohttp import web
 
@@ -164,6 +165,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
     sub_req = subscribe_request(request, "longpoll")
     state = sub_req.state
     timeout = _timeout(request, state.settings.default_timeout, state.settings.max_timeout)
+    if sub_req.expires is not None:  # a poll is answered, with its cursor, when its token expires
+        timeout = min(timeout, max(0.0, sub_req.expires - time.time()))
     callback = _callback(request)
     channels = await open_channels(sub_req)
     poll: Waiter
