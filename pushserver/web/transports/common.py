@@ -39,10 +39,8 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
+    # ASCII digits only: int() would also take " 5", "5_0" and other scripts' digits.
+    value = int(raw) if raw.isascii() and raw.isdigit() else low - 1
     if not low <= value <= high:
         code = "bad_history" if name == "history" else "bad_parameter"
         raise InvalidInput(

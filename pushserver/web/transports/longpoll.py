@@ -25,14 +25,14 @@ CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
 HEADERS = {"Cache-Control": "no-cache, no-store"}
 
 
+SECONDS_RE = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?", re.ASCII)
+
+
 def _timeout(request: web.Request, default: float, high: float) -> float:
     raw = request.query.get("timeout")
     if raw is None or raw == "":
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
+    value = float(raw) if SECONDS_RE.fullmatch(raw) else -1.0
     if not 0 <= value <= high:
         raise InvalidInput("bad_timeout", f"?timeout must be seconds from 0 to {high:g}")
     return value
