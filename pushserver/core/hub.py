@@ -36,7 +36,7 @@ TRANSPORTS = ("longpoll", "stream", "sse", "ws")
 
 FLUSH_DELAY_SHARE = 0.3
 """The next flush waits at most this share of the last flush's duration."""
-SWEEP_SLICE = 2000
+SWEEP_SLICE = 1000
 """Channels the idle sweep looks at per loop turn, so a pass over many never holds up delivery."""
 
 
