@@ -6,14 +6,16 @@ and, being no subscriber yet, escaped the connection limits. Every accepted conn
 `HeadWatch` in front of aiohttp's protocol, which counts it as a `head` connection (in
 `--max-connections` and `--max-connections-per-ip`, and in /stats) until its head reaches the
 application, and closes it when the head passes `--max-head-bytes`. A connection accepted while
-unfinished heads already fill a limit is refused at once. aiohttp's own `request_timeout` ends a
-head that takes too long; its `max_line_size`, `max_field_size` and `max_headers` bound each part.
+unfinished heads already fill a limit is refused at once. `--request-timeout` (aiohttp's
+keep-alive timeout) ends a head that takes too long; aiohttp's `max_line_size`, `max_field_size`
+and `max_headers` bound each part.
 """
 
 from __future__ import annotations
 
 import asyncio
 import http
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import cast
 
@@ -46,6 +48,8 @@ class HeadGuard:
     def __init__(self, state: ServerState) -> None:
         self.state = state
         self.watching: dict[asyncio.BaseTransport, HeadWatch] = {}
+        self.per_ip: Counter[str] = Counter()
+        """Unfinished heads per client address."""
 
     def factory(self, inner: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
         return lambda: HeadWatch(self, inner())
@@ -58,7 +62,7 @@ class HeadGuard:
             hub.stats.limits_hit["max_connections"] += 1
             return 503, "over_capacity", "too many connections with unfinished requests"
         per_ip = settings.max_connections_per_ip
-        if per_ip and heads and hub.per_ip[remote] >= per_ip:
+        if per_ip and self.per_ip[remote] >= per_ip:
             hub.stats.limits_hit["max_connections_per_ip"] += 1
             return 429, "too_many_connections", f"at most {per_ip} connections per client address"
         return None
@@ -122,11 +126,16 @@ class HeadWatch(asyncio.Protocol):
         self.counted, self.between = True, False
         self.received, self.tail = 0, b""
         self.guard.watching[self.transport] = self
+        self.guard.per_ip[self.remote] += 1
         self.guard.state.hub.enter(KIND, self.remote)
 
     def finish(self) -> None:
         if self.counted:
             self.counted = False
+            per_ip = self.guard.per_ip
+            per_ip[self.remote] -= 1
+            if not per_ip[self.remote]:
+                del per_ip[self.remote]
             self.guard.state.hub.leave(KIND, self.remote)
 
     def expect_next(self) -> None:
