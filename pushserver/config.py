@@ -41,6 +41,11 @@ def _setting(default: Any, help: str, **extra: Any) -> Any:
     return dataclasses.field(default=default, metadata={"help": help, **extra})
 
 
+def _machine_channels() -> int:
+    """A channel costs about 2 KB with no history: let them take an eighth of the memory."""
+    return max(10_000, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 8 // 2048)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     host: str = _setting("127.0.0.1", "address to listen on")
@@ -85,6 +90,11 @@ class Settings:
         "held subscriber connections per process before 503 over_capacity (default: the "
         f"open-file hard limit less {FILES_RESERVED})",
     )
+    max_channels: int = _setting(
+        _machine_channels(),
+        "channels held at once before a subscribe naming new ones gets 503 over_capacity "
+        "(default: about 2 KB each in an eighth of this machine's memory)",
+    )
     max_connections_per_ip: int = _setting(
         0, "held subscriber connections per client IP (0 = none)"
     )
@@ -94,8 +104,16 @@ class Settings:
     max_pad: int = _setting(8192, "largest ?pad= accepted on streams")
     max_line_size: int = _setting(8190, "largest request line / URL in bytes")
     max_field_size: int = _setting(8190, "largest request header in bytes")
+    max_headers: int = _setting(64, "most header lines in one request head")
+    max_head_bytes: int = _setting(
+        32 << 10, "largest whole request head in bytes; the connection is closed above"
+    )
     publish_key: str = _setting("", "bearer key for publishing and admin; empty = loopback only")
     subscribe_secret: str = _setting("", "HS256 secret; when set, subscribers need ?token=JWT")
+    token_audience: str = _setting(
+        "",
+        "when set, subscribe tokens need this aud claim; when unset, tokens with aud are refused",
+    )
     cors_origin: str = _setting(
         "", "comma-separated allowed CORS origins, or *; empty = no CORS", metavar="ORIGINS"
     )

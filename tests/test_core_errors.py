@@ -7,6 +7,7 @@ import asyncio
 import aiohttp
 import pytest
 
+from .inprocess import read_response
 from .test_core_transports import head_cursor
 from .wire import Subscriber, publish, take, wait_for_subscribers
 
@@ -23,6 +24,15 @@ BAD_SUBSCRIBES = [
     ("/lp/news?timeout=-1", 400, "bad_timeout"),
     ("/lp/news?timeout=100000", 400, "bad_timeout"),
     ("/lp/news?history=-1", 400, "bad_history"),
+    ("/lp/news?history=%205", 400, "bad_history"),
+    ("/lp/news?history=%D9%A5", 400, "bad_history"),
+    ("/lp/news?history=5_0", 400, "bad_history"),
+    ("/stream/news?pad=%205", 400, "bad_parameter"),
+    ("/stream/news?pad=1_0", 400, "bad_parameter"),
+    ("/lp/news?timeout=%D9%A5", 400, "bad_timeout"),
+    ("/lp/news?timeout=1_0", 400, "bad_timeout"),
+    ("/lp/news?timeout=%201", 400, "bad_timeout"),
+    ("/lp/news?timeout=nan", 400, "bad_timeout"),
     ("/stream/news?history=1000000", 400, "bad_history"),
     ("/stream/news?pad=1000000", 400, "bad_parameter"),
     ("/nowhere", 404, "not_found"),
@@ -94,6 +104,18 @@ async def test_publish_key(server_factory):
         assert result["id"] == 1
         async with s.get(f"{srv.url}/healthz") as r:
             assert r.status == 200 and await r.text() == "ok"
+
+
+async def test_undecodable_bearer_key_is_a_401_without_a_traceback(server_factory):
+    srv = server_factory("--publish-key", "s3cret")
+    for path, method in (("/pub/k", "POST"), ("/stats", "GET"), ("/pub", "POST")):
+        request = f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n".encode()
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        writer.write(request + b"Authorization: Bearer \xff\r\n\r\nx")
+        head, _ = await read_response(reader)
+        writer.close()
+        assert head.split(b" ", 2)[1] == b"401", head
+    assert "Traceback" not in srv.log and "ERROR" not in srv.log, srv.log[-2000:]
 
 
 async def test_connection_limits(server_factory):

@@ -181,6 +181,57 @@ async def test_long_lived_token_outlives_short_one(secured):
     assert event["data"] == "after"
 
 
+async def _poll(url: str) -> dict:
+    """A long-poll's answer, plain or JSONP (`cb(...);`)."""
+    async with aiohttp.ClientSession() as http, http.get(url) as resp:
+        assert resp.status == 200
+        body = await resp.read()
+    return orjson.loads(body.removeprefix(b"cb(").removesuffix(b");"))
+
+
+@pytest.mark.parametrize("callback", ["", "&callback=cb"], ids=["direct", "awaited"])
+async def test_longpoll_does_not_outlive_its_token(secured, callback):
+    """Held with timeout=8 on a token that expires in 2 s: answered with its cursor at expiry,
+    so a message published after that is not handed to it."""
+    channel = f"expiring{len(callback)}"
+    token = mint([channel], 2, SECRET)
+    exp = jwt.decode(token, options={"verify_signature": False})["exp"]
+    start = await _poll(f"{secured.url}/lp/{channel}?timeout=0&token={token}")
+    query = f"timeout=8&cursor={start['cursor']}&token={token}{callback}"
+    poll = asyncio.create_task(_poll(f"{secured.url}/lp/{channel}?{query}"))
+    await asyncio.wait({poll}, timeout=max(0.0, exp - time.time()) + 0.5)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"{secured.url}/pub/{channel}", json="late") as resp:
+            assert resp.status == 201
+        answer = await poll
+        assert answer == {"messages": [], "cursor": start["cursor"]}
+        got, body = await _status(f"{secured.url}/lp/{channel}?timeout=0&token={token}")
+    assert (got, body["message"]) == (401, "subscribe token expired")
+
+
+async def test_token_with_audience_needs_the_setting(secured):
+    token = _forged({"channels": ["news"], "exp": int(time.time()) + 60, "aud": "push.example"})
+    got, body = await _status(f"{secured.url}/lp/news?timeout=0&token={token}")
+    assert got == 401 and "--token-audience" in body["message"]
+
+
+async def test_token_audience_must_match(server_factory):
+    srv = server_factory("--subscribe-secret", SECRET, "--token-audience", "push.example")
+    exp = int(time.time()) + 60
+    cases = [
+        ({"aud": "push.example"}, 200),
+        ({"aud": ["other.example", "push.example"]}, 200),
+        ({"aud": "other.example"}, 401),
+        ({}, 401),
+    ]
+    for extra, status in cases:
+        token = _forged({"channels": ["news"], "exp": exp, **extra})
+        got, body = await _status(f"{srv.url}/lp/news?timeout=0&token={token}")
+        assert got == status, (extra, body)
+        if status == 401:
+            assert "aud" in body["message"], body
+
+
 def test_token_subcommand_mints_a_working_token(secured):
     out = subprocess.run(
         [

@@ -10,13 +10,15 @@ from collections.abc import Mapping, Sequence
 
 from ..core.broker import ChannelInfo, Sink
 from ..core.messages import Message
-from ..core.positions import Position
+from ..core.positions import UNSTARTED, Position
 
 
 class MemoryBroker:
-    """One process, no dependencies: the sink's local state is the whole truth. Epochs are new
-    on every start (and for a channel dropped while idle), so a cursor from before is recognised
-    as stale and answered with an `epoch` gap."""
+    """One process, no dependencies: the sink's local state is the whole truth. A channel's
+    epoch is made at its first message, new on every start (and after the channel was dropped
+    while idle), so a cursor from before is recognised as stale and answered with an `epoch`
+    gap; a channel only subscribed to stays `UNSTARTED` and can be dropped as soon as nobody
+    holds it."""
 
     name = "memory"
     healthy = True
@@ -37,7 +39,7 @@ class MemoryBroker:
     def _state(self, name: str) -> Position:
         state = self.sink.state(name)
         if state is None:
-            state = Position(f"{self._boot}{next(self._counter):x}", 0)
+            state = Position(UNSTARTED, 0)
             self.sink.load(name, state.epoch, 0, ())
         return state
 
@@ -53,6 +55,8 @@ class MemoryBroker:
         out = []
         for name, data in items:
             epoch, last_id = self._state(name)
+            if epoch == UNSTARTED:
+                epoch = f"{self._boot}{next(self._counter):x}"
             message = Message(name, epoch, last_id + 1, now, data)
             sink.append(message)
             out.append((message, sink.audience(name)))

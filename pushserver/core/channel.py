@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 from ..wire.framing import Framing
 from .errors import InvalidInput
 from .messages import Event, Gap, Message
-from .positions import Position, cursor_part
+from .positions import UNSTARTED, Position, cursor_part
 
 S = TypeVar("S")
 W = TypeVar("W")
@@ -53,6 +53,11 @@ class Channel(Generic[S, W]):
         self.idle_since = time.monotonic()
 
     @property
+    def unstarted(self) -> bool:
+        """Never published to: dropping it loses nothing, its epoch and ids start the same."""
+        return self.epoch == UNSTARTED
+
+    @property
     def subscriber_count(self) -> int:
         return sum(map(len, self.streams.values())) + len(self.waiters) + len(self.multi)
 
@@ -84,6 +89,8 @@ class Channel(Generic[S, W]):
         if position is None:
             return list(sent[len(sent) - history :]) if history > 0 else []
         epoch, seen = position
+        if epoch == UNSTARTED and seen == 0:
+            epoch = self.epoch  # joined before the first message: nothing was missed
         first = sent[0].id if sent else self.sent_id + 1
         after_gap = cursor_part(self.name, self.epoch, first - 1)
         if epoch != self.epoch:

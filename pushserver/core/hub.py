@@ -37,6 +37,8 @@ TRANSPORTS = ("longpoll", "stream", "sse", "ws")
 
 FLUSH_DELAY_SHARE = 0.3
 """The next flush waits at most this share of the last flush's duration."""
+SWEEP_SLICE = 1000
+"""Channels the idle sweep looks at per loop turn, so a pass over many never holds up delivery."""
 
 
 class HubStats:
@@ -123,9 +125,24 @@ class Hub:
         await self.broker.follow(names, positions)
         return [self.channels[n] for n in names]
 
+    def adopt(self, channels: Sequence[LocalChannel]) -> list[LocalChannel]:
+        """The current channels for a subscription opened earlier: one dropped meanwhile (an
+        unstarted one whose last subscriber left) is held again, one replaced is swapped."""
+        current = []
+        for ch in channels:
+            now = self.channels.setdefault(ch.name, ch)
+            current.append(now)
+        return current
+
     def release(self, channels: Iterable[LocalChannel]) -> None:
-        """A subscription on these channels ended."""
-        self.broker.release([ch.name for ch in channels])
+        """A subscription on these channels ended; a channel nobody published to goes with its
+        last subscriber, so subscribing leaves no state behind."""
+        names = [ch.name for ch in channels]
+        self.broker.release(names)
+        for name in names:
+            ch = self.channels.get(name)
+            if ch is not None and ch.unstarted and not self.broker.following(name):
+                self.forget(name)
 
     async def info(self, name: str) -> ChannelInfo | None:
         return await self.broker.info(name)
@@ -146,6 +163,7 @@ class Hub:
         if ch is None:  # dropped by the idle sweep meanwhile; nobody is held on it
             ch = Channel(message.channel, message.epoch, self.history_size, message.id - 1)
             self.channels[message.channel] = ch
+        ch.epoch = message.epoch  # an unstarted channel's first message gives it its epoch
         ch.last_id = message.id
         ch.history.append(message)
         ch.expire(self.history_ttl, message.ts)
@@ -183,21 +201,27 @@ class Hub:
         if ch is not None and not ch.pending and not ch.subscriber_count:
             del self.channels[name]
 
-    def sweep(self, idle_after: float) -> int:
-        """Drop channels with no subscribers and no history that have been idle a while."""
-        now = time.time()
-        mono = time.monotonic()
-        following = self.broker.following
-        dropped = []
-        for name, ch in self.channels.items():
-            if ch.pending or ch.subscriber_count or following(name):
-                continue
-            ch.expire(self.history_ttl, now)
-            if not ch.history and mono - ch.idle_since >= idle_after:
-                dropped.append(name)
-        for name in dropped:
-            del self.channels[name]
-        return len(dropped)
+    async def sweep(self, idle_after: float) -> int:
+        """Drop channels with no subscribers and no history that have been idle a while (at
+        once if never published to), `SWEEP_SLICE` at a time with a loop turn between slices."""
+        names = list(self.channels)
+        dropped = 0
+        for start in range(0, len(names), SWEEP_SLICE):
+            if start:
+                await asyncio.sleep(0)
+            now, mono = time.time(), time.monotonic()
+            for name in names[start : start + SWEEP_SLICE]:
+                ch = self.channels.get(name)
+                if ch is not None and self._idle(ch, now, mono - idle_after):
+                    del self.channels[name]
+                    dropped += 1
+        return dropped
+
+    def _idle(self, ch: LocalChannel, now: float, idle_before: float) -> bool:
+        if ch.pending or ch.subscriber_count or self.broker.following(ch.name):
+            return False
+        ch.expire(self.history_ttl, now)
+        return not ch.history and (ch.unstarted or ch.idle_since <= idle_before)
 
     # -- publishing and fan-out --------------------------------------------------------------
 

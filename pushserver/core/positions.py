@@ -16,6 +16,10 @@ from .names import is_channel
 
 EPOCH_RE = re.compile(r"[A-Za-z0-9]{1,32}")
 ID_RE = re.compile(r"[0-9]{1,18}")
+UNSTARTED = "0"
+"""The epoch of a channel nobody has published to; no broker makes it for a real one. Its
+epoch starts with its first message, so a position (UNSTARTED, 0) means "before the first message"
+in whatever epoch that is, and a subscribe to an empty channel needs no lasting state."""
 
 
 def cursor_part(channel: str, epoch: str, last_id: int) -> str:

@@ -50,19 +50,29 @@ def allows(patterns: Iterable[str], channel: str) -> bool:
     return False
 
 
-def verify(token: str | None, secret: str, channels: Sequence[str]) -> float:
+def verify(token: str | None, secret: str, channels: Sequence[str], audience: str = "") -> float:
     """Check a subscribe token against the channels asked for; returns its expiry (epoch s).
 
+    With `audience` set, the token's `aud` must name it; without, a token with `aud` is meant
+    for some other service and is refused.
     Missing, malformed, badly signed or expired: 401. Valid but not covering a channel: 403.
     """
     if not token:
         raise _unauthorized("this server needs a subscribe token (?token=JWT)")
+    required = ["exp", "channels", "aud"] if audience else ["exp", "channels"]
     try:
         claims = jwt.decode(
-            token, secret, algorithms=[ALGORITHM], options={"require": ["exp", "channels"]}
+            token,
+            secret,
+            algorithms=[ALGORITHM],
+            audience=audience or None,
+            options={"require": required},
         )
     except jwt.ExpiredSignatureError:
         raise _unauthorized("subscribe token expired") from None
+    except jwt.InvalidAudienceError:
+        wanted = f"must name {audience!r}" if audience else "is set but --token-audience is not"
+        raise _unauthorized(f"invalid subscribe token: its aud claim {wanted}") from None
     except jwt.InvalidTokenError as exc:
         raise _unauthorized(f"invalid subscribe token: {exc}") from None
     patterns = claims["channels"]

@@ -44,7 +44,7 @@ async def channel_info(request: web.Request) -> web.Response:
 
 def stats(state: ServerState) -> dict[str, Any]:
     hub = state.hub
-    connections = {t: hub.connections[t] for t in TRANSPORTS}
+    connections = {t: hub.connections[t] for t in (*TRANSPORTS, "head")}
     connections["total"] = sum(connections.values())
     return {
         "version": __version__,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 
@@ -18,7 +19,7 @@ from ..core.hub import Hub
 from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
-from . import admin, cors, limits, openapi, proxies, publish
+from . import admin, cors, heads, limits, openapi, proxies, publish
 from .errors import error_response, response_for
 from .ratelimit import RATE_LIMITER
 from .state import STATE, ServerState
@@ -88,10 +89,13 @@ def add_routes(app: web.Application) -> None:
 
 
 async def _every(seconds: float, action: Callable[[], object]) -> None:
+    """Run `action` (plain or async) every `seconds`; a failure is logged, not fatal."""
     while True:
         await asyncio.sleep(seconds)
         try:
-            action()
+            done = action()
+            if inspect.isawaitable(done):
+                await done
         except Exception:
             log.exception("periodic %s failed", getattr(action, "__name__", action))
 
@@ -137,7 +141,7 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     )
     hub.observe_fanout = metrics.fanout.observe
     gc.install(settings.gc_thresholds)
-    middlewares: list[Middleware] = [json_errors]
+    middlewares: list[Middleware] = [heads.head_reached, json_errors]
     if settings.trusted_networks:
         middlewares.insert(0, forwarded_client(settings.trusted_networks))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_message_bytes)

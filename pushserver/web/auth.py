@@ -33,7 +33,9 @@ def check_publisher(request: web.Request, settings: Settings) -> None:
         return
     header = request.headers.get("Authorization", "")
     scheme, _, given = header.partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), key.encode()):
+    # aiohttp keeps a header's undecodable bytes as surrogates: encode them back, never fail.
+    given_bytes = given.strip().encode("utf-8", "surrogateescape")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given_bytes, key.encode()):
         raise Unauthorized(
             "unauthorized", "missing or wrong publish key (send Authorization: Bearer <key>)"
         )

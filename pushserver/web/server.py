@@ -13,7 +13,7 @@ from aiohttp import web
 
 from ..config import FILES_RESERVED, ConfigError, Settings
 from ..monitor.gcmonitor import GcMonitor
-from . import logfilter
+from . import heads, logfilter
 from .app import create_app
 from .state import STATE
 
@@ -82,21 +82,23 @@ async def serve(
     """
     logfilter.install()
     app = await create_app(settings, worker)
+    guard = heads.install(app)
     runner = web.AppRunner(
         app,
         handler_cancellation=True,
         access_log=logging.getLogger("aiohttp.access") if settings.access_log else None,
         max_line_size=settings.max_line_size,
         max_field_size=settings.max_field_size,
+        max_headers=settings.max_headers,
         shutdown_timeout=settings.shutdown_timeout,
         keepalive_timeout=settings.request_timeout,
     )
     await runner.setup()
-    site = web.SockSite(runner, sock, backlog=4096)
-    await site.start()
+    assert runner.server is not None
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(guard.factory(runner.server), sock=sock, backlog=4096)
     host, port = sock.getsockname()[:2]
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     state = app[STATE]
@@ -116,14 +118,14 @@ async def serve(
     log.info("draining: %d held connections", state.hub.connection_total)
     state.draining = True
     try:
-        await asyncio.wait_for(_drain(runner, site, state), settings.shutdown_timeout)
+        await asyncio.wait_for(_drain(runner, listener, state), settings.shutdown_timeout)
     except TimeoutError:
         log.warning("shutdown timeout (%ss) passed; closing the rest", settings.shutdown_timeout)
     log.info("stopped")
 
 
-async def _drain(runner: web.AppRunner, site: web.SockSite, state) -> None:
-    await site.stop()
+async def _drain(runner: web.AppRunner, listener: asyncio.Server, state) -> None:
+    listener.close()
     state.hub.drain()
     await runner.cleanup()
     await state.hub.all_gone()

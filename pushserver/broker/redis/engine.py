@@ -28,7 +28,7 @@ from ...config import Settings
 from ...core.broker import ChannelInfo, Sink
 from ...core.errors import Unavailable, broker_down
 from ...core.messages import Message
-from ...core.positions import Position
+from ...core.positions import UNSTARTED, Position
 from ..ordering import Sequencer
 from .link import BATCH, CLOSE_TIMEOUT, DOWN_ERRORS, Link
 from .scripts import PUBLISH_LUA, SYNC_LUA, history_key, meta_key, topic_prefix
@@ -245,10 +245,11 @@ class RedisBroker:
     async def _confirmed(self, records: Sequence[Listen]) -> None:
         waiting = [r.confirmed for r in records if not r.confirmed.done()]
         if waiting:
-            try:
-                await asyncio.wait_for(asyncio.gather(*waiting), CONFIRM_TIMEOUT)
-            except TimeoutError:
-                raise RedisTimeoutError("Redis did not confirm SUBSCRIBE") from None
+            # asyncio.wait never cancels what it waits for: a subscriber that leaves meanwhile
+            # must not cancel a confirmation every subscriber of the channel shares.
+            _, pending = await asyncio.wait(waiting, timeout=CONFIRM_TIMEOUT)
+            if pending:
+                raise RedisTimeoutError("Redis did not confirm SUBSCRIBE")
         for r in records:
             r.confirmed.result()
 
@@ -311,7 +312,7 @@ class RedisBroker:
             for rec, (epoch, after) in zip(records, froms, strict=True):
                 await self._sync(
                     keys=[meta_key(rec.name), history_key(rec.name)],
-                    args=[secrets.token_hex(5), self.meta_ms, after, self.history_size, epoch],
+                    args=[self.meta_ms, after, self.history_size, epoch],
                     client=pipe,
                 )
             results = await pipe.execute()
@@ -319,10 +320,11 @@ class RedisBroker:
             for rec in records:
                 rec.order.done_reading()
         again = []
-        for rec, (_, after), (epoch, last, entries) in zip(records, froms, results, strict=True):
+        for rec, (_, after), (found, last, entries) in zip(records, froms, results, strict=True):
+            current: bytes = found or UNSTARTED.encode()  # never published to: no keys in Redis
             ordered = reversed(entries) if after < 0 else entries
-            messages = self._messages(rec.name, epoch, ordered)
-            if rec.order.apply(epoch.decode(), int(last), messages):
+            messages = self._messages(rec.name, current, ordered)
+            if rec.order.apply(current.decode(), int(last), messages):
                 again.append(rec)
         if again:
             self._spawn(self._refresh(again))

@@ -23,8 +23,8 @@ def topic_prefix(db: int) -> str:
     return f"pushserver:{db}:"
 
 
-# Shared by both scripts: find the channel's epoch, or start a new one (and drop any history
-# left from the old one, whose ids would clash with the new ones).
+# Find the channel's epoch, or start a new one at its first message (and drop any history left
+# from the old one, whose ids would clash with the new ones).
 EPOCH_LUA = """
 local function epoch_of(meta, hist, candidate)
   local epoch = redis.call('HGET', meta, 'e')
@@ -58,25 +58,27 @@ return out
 """
 )
 
-# KEYS: meta, history. ARGV: epoch candidate, meta ttl ms, after id (-1 = the last N), N, the
-# epoch `after` belongs to. When the channel is in another epoch now (Redis lost it and it came
-# back), everything the new epoch buffers is read: none of it was seen.
-SYNC_LUA = (
-    EPOCH_LUA
-    + """
-local epoch = epoch_of(KEYS[1], KEYS[2], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+# KEYS: meta, history. ARGV: meta ttl ms, after id (-1 = the last N), N, the epoch `after`
+# belongs to. When the channel is in another epoch now (Redis lost it and it came back),
+# everything the new epoch buffers is read: none of it was seen. A channel nobody published to
+# has no keys and gets none: its epoch is false (the reader's `UNSTARTED`) until its first
+# message, so subscribing leaves nothing behind in Redis.
+SYNC_LUA = """
+local epoch = redis.call('HGET', KEYS[1], 'e')
+if not epoch then
+  return {false, 0, {}}
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
 local last = redis.call('HGET', KEYS[1], 'i')
-local after = tonumber(ARGV[3])
-if after >= 0 and epoch ~= ARGV[5] then
+local after = tonumber(ARGV[2])
+if after >= 0 and epoch ~= ARGV[4] then
   after = 0
 end
 local entries
 if after < 0 then
-  entries = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[4])
+  entries = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[3])
 else
   entries = redis.call('XRANGE', KEYS[2], (after + 1) .. '-0', '+')
 end
 return {epoch, last, entries}
 """
-)

@@ -43,10 +43,8 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
     raw = request.query.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
+    # ASCII digits only: int() would also take " 5", "5_0" and other scripts' digits.
+    value = int(raw) if raw.isascii() and raw.isdigit() else low - 1
     if not low <= value <= high:
         code = "bad_history" if name == "history" else "bad_parameter"
         raise InvalidInput(
@@ -72,7 +70,9 @@ def subscribe_request(
     history = int_param(request, "history", 0, 0, settings.history_size)
     expires = None
     if settings.subscribe_secret:
-        expires = verify(request.query.get("token"), settings.subscribe_secret, channels)
+        expires = verify(
+            request.query.get("token"), settings.subscribe_secret, channels, settings.token_audience
+        )
     remote = request.remote or "-"
     hub = state.hub
     if hub.connection_total >= settings.max_connections:
@@ -96,8 +96,18 @@ async def open_channels(sub_req: SubscribeRequest) -> list[LocalChannel]:
     is still a clean JSON error.
     """
     state = sub_req.state
-    channels = await state.hub.open(sub_req.channels, sub_req.positions)
-    state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    hub = state.hub
+    new = sum(name not in hub.channels for name in sub_req.channels)
+    limit = state.settings.max_channels
+    if new and len(hub.channels) + new > limit:
+        hub.stats.limits_hit["max_channels"] += 1
+        raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
+    channels = await hub.open(sub_req.channels, sub_req.positions)
+    try:
+        hub.backlog(channels, sub_req.positions, sub_req.history)
+    except InvalidInput:
+        hub.release(channels)
+        raise
     return channels
 
 
@@ -109,7 +119,9 @@ def begin(
     Synchronous, and the caller registers the subscriber with the hub before it next awaits, so
     no message can slip between the backlog and live delivery or arrive twice.
     """
-    events, parts = sub_req.state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    hub = sub_req.state.hub
+    channels = hub.adopt(channels)
+    events, parts = hub.backlog(channels, sub_req.positions, sub_req.history)
     return factory(Start(channels, parts, sub_req.remote), *args), events
 
 
@@ -198,6 +210,7 @@ def take_over(
     """
     handed = hand_off(request, sub, status)
     if handed is None:
+        sub_req.state.hub.release(sub.channels)
         return None
     state = sub_req.state
     state.hub.enter(sub.framing.name, sub.remote)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 
 from aiohttp import web
 
@@ -24,14 +25,14 @@ CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
 HEADERS = {"Cache-Control": "no-cache, no-store"}
 
 
+SECONDS_RE = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?", re.ASCII)
+
+
 def _timeout(request: web.Request, default: float, high: float) -> float:
     raw = request.query.get("timeout")
     if raw is None or raw == "":
         return default
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
+    value = float(raw) if SECONDS_RE.fullmatch(raw) else -1.0
     if not 0 <= value <= high:
         raise InvalidInput("bad_timeout", f"?timeout must be seconds from 0 to {high:g}")
     return value
@@ -173,6 +174,8 @@ async def handle(request: web.Request) -> web.StreamResponse:
     sub_req = subscribe_request(request, "longpoll")
     state = sub_req.state
     timeout = _timeout(request, state.settings.default_timeout, state.settings.max_timeout)
+    if sub_req.expires is not None:  # a poll is answered, with its cursor, when its token expires
+        timeout = min(timeout, max(0.0, sub_req.expires - time.time()))
     callback = _callback(request)
     bound = _bound(request, state)
     channels = await open_channels(sub_req)
@@ -181,10 +184,9 @@ async def handle(request: web.Request) -> web.StreamResponse:
         poll, events = begin(sub_req, channels, DirectPoll, bound, request.transport, state)
     else:
         poll, events = begin(sub_req, channels, AwaitedPoll, bound)
-    if events:
-        body, _ = poll.answer(events)
-    elif timeout == 0:
-        body = longpoll_body([], poll.cursor)
+    if events or timeout == 0:
+        state.hub.release(poll.channels)  # answered at once: nothing stays held
+        body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
     elif isinstance(poll, DirectPoll):
         return await wait_direct(request, poll, timeout)
     else:
