@@ -7,10 +7,11 @@ head (everything up to the cursor) plus the per-subscription cursor and a fixed 
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import orjson
+
+from .wire.websocket import PING, TEXT, ws_frame
 
 ENVELOPE_TAIL = b'"}'
 
@@ -119,20 +120,10 @@ class WebSocketFraming(Framing):
     """Unmasked server-to-client text frames, built once and written straight to the socket."""
 
     def event(self, body: bytes, cursor: bytes | None) -> bytes:
-        return ws_frame(0x1, body)
+        return ws_frame(TEXT, body)
 
     def comment(self, text: bytes) -> bytes:
-        return ws_frame(0x9, b"")
-
-
-def ws_frame(opcode: int, payload: bytes) -> bytes:
-    n = len(payload)
-    first = 0x80 | opcode
-    if n < 126:
-        return struct.pack("!BB", first, n) + payload
-    if n < 1 << 16:
-        return struct.pack("!BBH", first, 126, n) + payload
-    return struct.pack("!BBQ", first, 127, n) + payload
+        return ws_frame(PING, b"")
 
 
 NDJSON = NdjsonFraming("stream", chunked=True)

@@ -23,9 +23,8 @@ import uvloop
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from pushserver.frames import ws_frame
 from pushserver.transports import longpoll
-from pushserver.transports.wsframes import CLOSE, PING, PONG, TEXT
+from pushserver.wire.websocket import CLOSE, PING, PONG, TEXT, ws_frame
 
 from .inprocess import DEADLINE, get, in_process, open_stream, read_response, read_until, until
 from .wire import masked

@@ -1,8 +1,10 @@
 """`GET /ws/{channels}`: WebSocket, one JSON text frame per event.
 
 aiohttp checks the request and answers the handshake; then the connection is handed off (see
-`handoff`) to a `HeldWs`, the transport's protocol and the hub's subscriber in one object. It
-answers pings and the close handshake and ignores data frames.
+`handoff`) to a `HeldWs`, the transport's protocol and the hub's subscriber in one object. What
+the client sends is read by `wire.websocket.ClientReader` (pings answered, data ignored, broken
+frames refused); once either side has sent a close, the subscriber leaves the hub at once, so
+nothing but the close goes out, and the socket is dropped within `CLOSE_TIMEOUT`.
 """
 
 from __future__ import annotations
@@ -11,64 +13,78 @@ import asyncio
 
 from aiohttp import WSCloseCode, web
 
-from ..frames import WEBSOCKET, ws_frame
+from ..errors import ApiError
+from ..frames import WEBSOCKET
 from ..state import ServerState
 from ..subscriber import Start
+from ..wire.websocket import MAX_FRAME, ClientReader
 from .common import HeldSubscriber, begin, open_channels, subscribe_request, take_over
-from .wsframes import CLOSE, MAX_FRAME, PING, PONG, FrameError, client_frames
 
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
-CLOSE_WAIT = 5.0
-"""Seconds a server-side close waits for the client's close frame before dropping the socket."""
-
-
-def close_frame(code: int, reason: bytes = b"") -> bytes:
-    return ws_frame(CLOSE, code.to_bytes(2, "big") + reason[:123])
+CLOSE_TIMEOUT = 2.0
+"""Seconds a closing connection has to finish the close handshake before the socket is dropped."""
+VERSION = "13"
+"""The only `Sec-WebSocket-Version` served (RFC 6455)."""
 
 
 class HeldWs(HeldSubscriber):
-    """A handed-off WebSocket subscriber; `unread` holds a frame still arriving."""
+    """A handed-off WebSocket subscriber; `reader` exists once the client has sent something
+    or the server has closed."""
 
-    __slots__ = ("closing", "unread")
+    __slots__ = ("closing", "reader")
 
     def __init__(self, start: Start, transport: asyncio.Transport, state: ServerState) -> None:
         super().__init__(start, transport, WEBSOCKET, state)
-        self.unread = b""
+        self.reader: ClientReader | None = None
         self.closing = False
 
     def data_received(self, data: bytes) -> None:
-        try:
-            frames, self.unread = client_frames(self.unread + data)
-        except FrameError as exc:
-            self.unread = b""
-            self._close(exc.code, exc.reason.encode())
+        reader = self.reader
+        if reader is None:
+            reader = self.reader = ClientReader()
+        elif reader.done:
             return
-        transport = self.transport
-        for opcode, payload in frames:
-            if opcode == PING:
-                transport.write(ws_frame(PONG, payload))
-            elif opcode == CLOSE:
-                if not self.closing:
-                    self.closing = True
-                    transport.write(ws_frame(CLOSE, payload[:2]))
-                transport.close()
-                return
+        self._send(reader, reader.feed(data))
 
     def end(self) -> None:
         """Start the close handshake with a code that says why."""
-        reason = str(self.reason)
-        self._close(CLOSE_CODES.get(reason, WSCloseCode.GOING_AWAY), reason.encode())
-
-    def _close(self, code: int, reason: bytes) -> None:
-        transport = self.transport
-        if self.closing or transport.is_closing():
+        if self.transport.is_closing():
             return
-        self.closing = True
-        transport.write(close_frame(code, reason))
-        asyncio.get_running_loop().call_later(CLOSE_WAIT, transport.abort)
+        reason = str(self.reason)
+        reader = self.reader
+        if reader is None:
+            reader = self.reader = ClientReader()
+        self._send(reader, reader.close(CLOSE_CODES.get(reason, WSCloseCode.GOING_AWAY), reason))
+
+    def _send(self, reader: ClientReader, out: list[bytes]) -> None:
+        """Write the reader's answers; an empty one closes the socket. Answers count against
+        `--max-buffer-bytes` like messages do, so a client that sends faster than it reads is
+        cut off."""
+        transport = self.transport
+        for chunk in out:
+            if chunk:
+                transport.write(chunk)
+            else:
+                transport.close()
+        hub = self.state.hub
+        if reader.open:
+            if transport.get_write_buffer_size() > hub.max_buffer_bytes:
+                hub.cut_off([self])
+        elif not self.closing:
+            self.closing = True
+            hub.detach(self)
+            asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, transport.abort)
 
 
 async def handle(request: web.Request) -> web.StreamResponse:
+    version = request.headers.get("Sec-WebSocket-Version", "")
+    if version != VERSION:
+        raise ApiError(
+            400,
+            "bad_websocket_version",
+            f"Sec-WebSocket-Version {version[:20]!r} is not supported; use {VERSION}",
+            {"Sec-WebSocket-Version": VERSION},
+        )
     sub_req = subscribe_request(request, "ws")
     channels = await open_channels(sub_req)
     ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
