@@ -23,6 +23,8 @@ from .common import HeldSubscriber, begin, open_channels, subscribe_request, tak
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
 CLOSE_TIMEOUT = 2.0
 """Seconds a closing connection has to finish the close handshake before the socket is dropped."""
+READ_SHARE = 16 << 10
+"""Bytes of one client's input read per loop turn (about 1 ms of work for a flood of pings)."""
 VERSION = "13"
 """The only `Sec-WebSocket-Version` served (RFC 6455)."""
 
@@ -38,13 +40,32 @@ class HeldWs(HeldSubscriber):
         self.reader: ClientReader | None = None
         self.closing = False
 
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Reading may have been paused by aiohttp's flow control before the hand-off (a
+        client that sent frames before the 101); from here on this protocol decides."""
+        self.transport.resume_reading()
+
     def data_received(self, data: bytes) -> None:
         reader = self.reader
         if reader is None:
             reader = self.reader = ClientReader()
-        elif reader.done:
+        if len(data) > READ_SHARE:
+            self.transport.pause_reading()
+        self._read(reader, data, 0)
+
+    def _read(self, reader: ClientReader, data: bytes, start: int) -> None:
+        """Read `READ_SHARE` bytes of `data` from `start`, and the rest on later loop turns
+        (reading paused meanwhile), so a flood of frames costs other clients at most that much
+        work between two of their turns."""
+        transport = self.transport
+        if reader.done or transport.is_closing():
             return
-        self._send(reader, reader.feed(data))
+        end = start + READ_SHARE
+        self._send(reader, reader.feed(data[start:end]))
+        if end < len(data):
+            asyncio.get_running_loop().call_soon(self._read, reader, data, end)
+        elif start and not transport.is_closing():
+            transport.resume_reading()
 
     def end(self) -> None:
         """Start the close handshake with a code that says why."""

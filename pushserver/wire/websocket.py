@@ -59,7 +59,7 @@ class ClientReader:
         self._head = b""
         """The start of a frame header not yet complete."""
         self._left = 0
-        """Bytes of the current frame (masking key and payload) still to come."""
+        """Bytes of the current frame not yet given to the library."""
         self._text: codecs.IncrementalDecoder | None = None
         """Checks the UTF-8 of the text message in progress."""
         self.done = False
@@ -74,29 +74,26 @@ class ClientReader:
         out: list[bytes] = []
         pos, size = 0, len(data)
         while pos < size and not self.done:
-            if self._left:
-                end = min(size, pos + self._left)
-                self._left -= end - pos
-                self._step(data[pos:end], out)
-                pos = end
-                continue
-            head = self._head + data[pos : pos + 14 - len(self._head)]
-            need = 2 + EXTENDED.get(head[1] & 0x7F, 0) if len(head) >= 2 else 2
-            if len(head) < need:
-                self._head = head
-                return out
-            used = need - len(self._head)
-            self._head = b""
-            pos += used
-            length = head[1] & 0x7F
-            extra = need - 2
-            if extra:
-                length = int.from_bytes(head[2:need], "big")
-                if length < SMALLEST[extra]:
-                    self._fail(PROTOCOL_ERROR, "payload length not minimally encoded", out)
+            prefix = b""
+            if not self._left:
+                head = self._head + data[pos : pos + 14 - len(self._head)]
+                need = 2 + EXTENDED.get(head[1] & 0x7F, 0) if len(head) >= 2 else 2
+                if len(head) < need:
+                    self._head = head
                     break
-            self._left = length + (4 if head[1] & 0x80 else 0)
-            self._step(head[:need], out)
+                prefix, self._head = self._head, b""
+                length = head[1] & 0x7F
+                if need > 2:
+                    length = int.from_bytes(head[2:need], "big")
+                    if length < SMALLEST[need - 2]:
+                        self._fail(PROTOCOL_ERROR, "payload length not minimally encoded", out)
+                        break
+                self._left = need + (4 if head[1] & 0x80 else 0) + length
+            end = min(size, pos + self._left - len(prefix))
+            piece = prefix + data[pos:end]
+            self._left -= len(piece)
+            pos = end
+            self._step(piece, out)
         return out
 
     def close(self, code: int, reason: str) -> list[bytes]:
@@ -110,13 +107,14 @@ class ClientReader:
     def _step(self, piece: bytes, out: list[bytes]) -> None:
         """Give the library part of one frame; at the frame's end, check a text payload."""
         protocol = self._protocol
+        was_open = protocol.state is State.OPEN
         protocol.receive_data(piece)
         if not self._left:
             for frame in protocol.events_received():
                 if not self._utf8_ok(frame.opcode, frame.data, frame.fin):
                     protocol.fail(INVALID_DATA, "invalid UTF-8 in a text message")
                     break
-        self._collect(out)
+        self._collect(out, was_open)
 
     def _utf8_ok(self, opcode: Opcode, data: bytes, fin: bool) -> bool:
         """Whether a data frame keeps its text message valid UTF-8 so far."""
@@ -135,11 +133,16 @@ class ClientReader:
         return True
 
     def _fail(self, code: int, reason: str, out: list[bytes]) -> None:
+        was_open = self._protocol.state is State.OPEN
         self._protocol.fail(code, reason)
-        self._collect(out)
+        self._collect(out, was_open)
 
-    def _collect(self, out: list[bytes]) -> None:
+    def _collect(self, out: list[bytes], was_open: bool) -> None:
+        """Take the library's answers; once a close has been sent, only the end goes out (the
+        library would still answer pings)."""
         for chunk in self._protocol.data_to_send():
-            out.append(chunk)
             if chunk == SEND_EOF:
                 self.done = True
+            elif not was_open:
+                continue
+            out.append(chunk)
