@@ -1,5 +1,6 @@
 """WebSocket peers beyond the case table: a client that pings and never reads is cut off
-without holding back its channel, and an independent client library talks to the server."""
+without holding back its channel, a client that never answers the server's close is dropped,
+and an independent client library talks to the server."""
 
 from __future__ import annotations
 
@@ -13,13 +14,19 @@ from typing import Any
 import aiohttp
 from websockets.asyncio.client import connect
 
+from pushserver.tokens import mint
+
 from .wire import (
+    CLOSE,
     PING,
+    TEXT,
     WS_DEADLINE,
     Subscriber,
     masked,
+    open_ws,
     publish,
     publish_batch,
+    read_frame,
     wait_for_stats,
     wait_for_subscribers,
     ws_upgrade,
@@ -116,3 +123,19 @@ async def test_the_websockets_library_gets_1000_messages_and_closes_cleanly(serv
     assert [e["data"] for e in got] == list(range(1000))
     assert ws.protocol.close_sent is not None and ws.protocol.close_sent.code == 1000
     assert ws.close_code == 1000, "the server answers the close with the same code"
+
+
+async def test_a_client_that_ignores_the_server_close_gets_nothing_more_and_is_dropped(
+    server_factory,
+):
+    secret = "close-secret-" + "x" * 40
+    srv = server_factory("--heartbeat", "3600", "--subscribe-secret", secret)
+    reader, writer = await open_ws(srv.port, f"/ws/quiet?token={mint(['quiet'], 1, secret)}")
+    opcode, payload = await read_frame(reader)
+    assert (opcode, json.loads(payload)) == (TEXT, {"type": "expired"})
+    assert await read_frame(reader) == (CLOSE, b"\x03\xf0expired")
+    async with aiohttp.ClientSession() as s:
+        await publish(s, srv.url, "quiet", "after the close")
+    # The client never sends its close: the server drops the connection on its own.
+    assert await asyncio.wait_for(reader.read(), WS_DEADLINE) == b""
+    writer.close()

@@ -21,9 +21,12 @@ import pytest
 from pushserver.launcher import ServerProcess
 
 from .wire import (
+    BINARY,
     CLOSE,
+    CONT,
     PING,
     PONG,
+    TEXT,
     WS_DEADLINE,
     masked,
     open_ws,
@@ -33,7 +36,6 @@ from .wire import (
     ws_upgrade,
 )
 
-CONT, TEXT, BINARY = 0x0, 0x1, 0x2
 Frame = tuple[int, bytes]
 
 

@@ -210,7 +210,7 @@ async def wait_for_stats(
 
 
 WS_MASK = b"\x01\x02\x03\x04"
-CLOSE, PING, PONG = 0x8, 0x9, 0xA
+CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
 WS_DEADLINE = 20.0
 
 
