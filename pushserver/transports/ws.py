@@ -97,16 +97,22 @@ class HeldWs(HeldSubscriber):
             asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, transport.abort)
 
 
-async def handle(request: web.Request) -> web.StreamResponse:
+def check_version(request: web.Request) -> None:
+    """RFC 6455 §4.4: a version the server does not speak is refused naming the one it does
+    (aiohttp's own refusal does not); requests that are not upgrades are left to aiohttp."""
     version = request.headers.get("Sec-WebSocket-Version", "")
-    if version != VERSION:
+    if request.headers.get("Upgrade", "").lower() == "websocket" and version != VERSION:
         raise ApiError(
             400,
             "bad_websocket_version",
             f"Sec-WebSocket-Version {version[:20]!r} is not supported; use {VERSION}",
             {"Sec-WebSocket-Version": VERSION},
         )
+
+
+async def handle(request: web.Request) -> web.StreamResponse:
     sub_req = subscribe_request(request, "ws")
+    check_version(request)
     channels = await open_channels(sub_req)
     ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
     await ws.prepare(request)
