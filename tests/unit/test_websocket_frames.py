@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import struct
+import subprocess
+import sys
 
 import pytest
 
@@ -133,3 +135,12 @@ def test_text_split_inside_a_code_point_and_around_a_ping_is_valid():
     )
     assert frames(reader.feed(data)) == [(PONG, b"mid")]
     assert reader.open
+
+
+def test_the_module_needs_no_event_loop_and_no_http_library():
+    code = (
+        "import sys, pushserver.wire.websocket; "
+        "print(sorted(m for m in ('asyncio', 'aiohttp') if m in sys.modules))"
+    )
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]"
