@@ -12,10 +12,8 @@ WebSockets get pongs and the close handshake, and a broken frame closes them wit
 from __future__ import annotations
 
 import asyncio
-import base64
 import gc
 import json
-import os
 import struct
 
 import pytest
@@ -24,11 +22,10 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
 from pushserver.web.transports import longpoll
-from pushserver.wire.websocket import CLOSE, PING, PONG, TEXT
-from pushserver.wire.websocket import frame as ws_frame
+from pushserver.wire.websocket import CLOSE, PING, PONG, TEXT, ws_frame
 
 from .inprocess import DEADLINE, get, in_process, open_stream, read_response, read_until, until
-from .wire import masked
+from .wire import masked, open_ws, read_frame
 
 NOTHING = {"handlers": 0, "tasks": 0, "connections": 0}
 
@@ -151,29 +148,6 @@ async def poll_scenario() -> None:
             writer.close()
 
 
-async def frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
-    """The next server frame (unmasked, payloads under 64 KiB)."""
-    first, length = await asyncio.wait_for(reader.readexactly(2), DEADLINE)
-    if length == 126:
-        (length,) = struct.unpack("!H", await reader.readexactly(2))
-    return first & 0x0F, await reader.readexactly(length)
-
-
-async def open_ws(port: int, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    reader, writer = await asyncio.open_connection("127.0.0.1", port)
-    key = base64.b64encode(os.urandom(16)).decode()
-    writer.write(
-        get(
-            path,
-            headers="Upgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n",
-        )
-    )
-    head = await read_until(reader, b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 101 ")
-    return reader, writer
-
-
 async def ws_scenario() -> None:
     async with in_process() as (state, runner, port):
         conns = [await open_ws(port, "/ws/hw") for _ in range(4)]
@@ -182,26 +156,26 @@ async def ws_scenario() -> None:
 
         await state.hub.publish([("hw", b'"m1"')])
         for reader, _ in conns:
-            opcode, payload = await frame(reader)
+            opcode, payload = await read_frame(reader)
             assert opcode == TEXT and json.loads(payload)["data"] == "m1"
 
         # Pings are answered, data frames ignored, a frame split over writes put together.
         (r0, w0), (r1, w1), (r2, w2), (r3, w3) = conns
         w0.write(masked(PING, b"hi"))
-        assert await frame(r0) == (PONG, b"hi")
+        assert await read_frame(r0) == (PONG, b"hi")
         ping = masked(PING, b"again")
         w1.write(masked(TEXT, b"ignored") + ping[:3])
         await asyncio.sleep(0)
         w1.write(ping[3:])
-        assert await frame(r1) == (PONG, b"again")
+        assert await read_frame(r1) == (PONG, b"again")
 
         # The client closes: the server answers with the same code and lets go.
         w2.write(masked(CLOSE, struct.pack("!H", 1000)))
-        assert await frame(r2) == (CLOSE, struct.pack("!H", 1000))
+        assert await read_frame(r2) == (CLOSE, struct.pack("!H", 1000))
         assert await asyncio.wait_for(r2.read(), DEADLINE) == b""
         # A frame that breaks the protocol (unmasked) is closed with 1002.
         w3.write(ws_frame(TEXT, b"unmasked"))
-        opcode, payload = await frame(r3)
+        opcode, payload = await read_frame(r3)
         assert opcode == CLOSE and payload[:2] == struct.pack("!H", 1002)
         w3.write(masked(CLOSE, payload[:2]))
         assert await asyncio.wait_for(r3.read(), DEADLINE) == b""
@@ -210,9 +184,9 @@ async def ws_scenario() -> None:
         # Draining closes with 1012 (service restart) and waits for the client's close.
         state.hub.drain()
         for reader, writer in conns[:2]:
-            opcode, payload = await frame(reader)
+            opcode, payload = await read_frame(reader)
             assert opcode == TEXT and json.loads(payload)["type"] == "reconnect"
-            assert await frame(reader) == (CLOSE, struct.pack("!H", 1012) + b"shutdown")
+            assert await read_frame(reader) == (CLOSE, struct.pack("!H", 1012) + b"shutdown")
             writer.write(masked(CLOSE, struct.pack("!H", 1012)))
             assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
         await asyncio.wait_for(state.hub.all_gone(), DEADLINE)

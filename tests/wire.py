@@ -7,7 +7,9 @@ Each yields decoded events (envelopes and control events) in the order the serve
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import os
 import struct
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -208,14 +210,48 @@ async def wait_for_stats(
 
 
 WS_MASK = b"\x01\x02\x03\x04"
+CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+WS_DEADLINE = 20.0
 
 
-def masked(opcode: int, payload: bytes, fin: bool = True, extended: bool = False) -> bytes:
-    """A WebSocket frame as a client sends it: masked, as RFC 6455 requires."""
-    first = (0x80 if fin else 0) | opcode
+def masked(opcode: int, payload: bytes, fin: bool = True, width: int = 0, rsv: int = 0) -> bytes:
+    """A WebSocket frame as a client sends it: masked, as RFC 6455 requires. `width` forces a
+    2- or 8-byte length field (not minimal for a short payload); `rsv` sets the reserved bits."""
+    first = (0x80 if fin else 0) | rsv << 4 | opcode
     n = len(payload)
-    if n >= 126 or extended:
+    if width == 8 or n >= 1 << 16:
+        head = struct.pack("!BBQ", first, 0x80 | 127, n)
+    elif width == 2 or n >= 126:
         head = struct.pack("!BBH", first, 0x80 | 126, n)
     else:
         head = struct.pack("!BB", first, 0x80 | n)
-    return head + WS_MASK + bytes(b ^ WS_MASK[i % 4] for i, b in enumerate(payload))
+    mask = WS_MASK * (n // 4 + 1)
+    return head + WS_MASK + bytes(a ^ b for a, b in zip(payload, mask, strict=False))
+
+
+def ws_upgrade(key: str = "dGhlIHNhbXBsZSBub25jZQ==", version: str = "13") -> str:
+    """The headers of a WebSocket handshake request."""
+    return (
+        "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+        f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: {version}\r\n"
+    )
+
+
+async def open_ws(port: int, path: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A raw WebSocket connection, handshake done."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    key = base64.b64encode(os.urandom(16)).decode()
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n{ws_upgrade(key)}\r\n".encode())
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WS_DEADLINE)
+    assert head.startswith(b"HTTP/1.1 101 "), head
+    return reader, writer
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """The next server frame (unmasked)."""
+    first, length = await asyncio.wait_for(reader.readexactly(2), WS_DEADLINE)
+    if length == 126:
+        (length,) = struct.unpack("!H", await reader.readexactly(2))
+    elif length == 127:
+        (length,) = struct.unpack("!Q", await reader.readexactly(8))
+    return first & 0x0F, await asyncio.wait_for(reader.readexactly(length), WS_DEADLINE)

@@ -6,7 +6,7 @@ every subscriber of that framing.
 
 from __future__ import annotations
 
-from .websocket import PING, TEXT, frame
+from .websocket import PING, TEXT, ws_frame
 
 
 class Framing:
@@ -54,10 +54,10 @@ class WebSocketFraming(Framing):
     """Unmasked server-to-client text frames, built once and written straight to the socket."""
 
     def event(self, body: bytes, cursor: bytes | None) -> bytes:
-        return frame(TEXT, body)
+        return ws_frame(TEXT, body)
 
     def comment(self, text: bytes) -> bytes:
-        return frame(PING, b"")
+        return ws_frame(PING, b"")
 
 
 NDJSON = NdjsonFraming("stream", chunked=True)

@@ -1,24 +1,37 @@
-"""WebSocket frames (RFC 6455, section 5): the server's frames, built once for every
-subscriber, and the frames a subscriber sends, read incrementally.
+"""WebSocket framing (RFC 6455), sans-I/O: the server's frames and the reader of a client's.
 
-A subscriber only listens, so what it sends is a ping to answer, a pong, a close, or a data
-frame the server ignores. aiohttp's frame reader is bound to its internal message queue and
-cannot be used on a connection it no longer owns, hence this small one: it checks what the RFC
-requires of a client frame, unmasks control payloads (at most 125 bytes) and skips data.
+The fan-out writes prebuilt server frames (`ws_frame`) straight to sockets. What a subscriber
+sends is read by `ClientReader`, on the sans-I/O protocol of the `websockets` package: it checks
+masking, opcodes, reserved bits, control frames, fragmentation, close codes and reasons, answers
+pings and runs the close handshake. Two rules it leaves to its application are kept here: text
+messages must be UTF-8 (§8.1, also across fragments) and a payload length must use the fewest
+bytes (§5.2). For both, `ClientReader` walks the frame headers and hands the library one frame at
+a time, so nothing after a broken frame is ever processed (§7.1.7).
 """
 
 from __future__ import annotations
 
+import codecs
+import logging
 import struct
 
+from websockets.frames import Frame, Opcode
+from websockets.protocol import SEND_EOF, Protocol, Side, State
+
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
-OPCODES = frozenset((CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG))
 MAX_FRAME = 64 << 10
-"""Largest frame accepted (as aiohttp's `max_msg_size` was); more is closed with 1009."""
+"""Largest client frame accepted; a longer one is refused with 1009."""
+PROTOCOL_ERROR, INVALID_DATA = 1002, 1007
+LOG = logging.getLogger("pushserver.ws")
+EXTENDED = {126: 2, 127: 8}
+"""Bytes of extended payload length announced by the 7-bit length field."""
+SMALLEST = {2: 126, 8: 1 << 16}
+"""The smallest length each extended field may carry (§5.2: the minimal number of bytes)."""
+utf8_decoder = codecs.getincrementaldecoder("utf-8")
 
 
-def frame(opcode: int, payload: bytes) -> bytes:
-    """A whole unmasked server frame."""
+def ws_frame(opcode: int, payload: bytes) -> bytes:
+    """One unmasked, unfragmented server frame."""
     n = len(payload)
     first = 0x80 | opcode
     if n < 126:
@@ -28,55 +41,110 @@ def frame(opcode: int, payload: bytes) -> bytes:
     return struct.pack("!BBQ", first, 127, n) + payload
 
 
-def close_frame(code: int, reason: bytes = b"") -> bytes:
-    return frame(CLOSE, code.to_bytes(2, "big") + reason[:123])
+class ClientReader:
+    """One client's frames, fed as they arrive; created on the first byte a subscriber sends
+    (or when the server closes first), since most never send anything.
 
-
-class FrameError(Exception):
-    """A frame breaks the protocol; the connection is closed with `code`."""
-
-    def __init__(self, code: int, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
-
-
-def client_frames(buf: bytes) -> tuple[list[tuple[int, bytes]], bytes]:
-    """The whole frames at the start of `buf` as (opcode, payload), and the bytes left over.
-
-    Payloads are unmasked for control frames and empty for data frames, which are skipped.
+    `feed` and `close` return what to write, in order; an empty bytes object means "close the
+    TCP connection now". Once `open` is false the connection is closing: nothing but the close
+    goes out, and only the peer's close is read.
     """
-    frames: list[tuple[int, bytes]] = []
-    pos, size = 0, len(buf)
-    while size - pos >= 2:
-        first, second = buf[pos], buf[pos + 1]
-        opcode, length, head = first & 0x0F, second & 0x7F, 2
-        if opcode not in OPCODES:
-            raise FrameError(1002, f"unknown opcode {opcode:#x}")
-        if first & 0x70:
-            raise FrameError(1002, "no extension was negotiated")
-        if not second & 0x80:
-            raise FrameError(1002, "client frames must be masked")
-        if length == 126:
-            if size - pos < 4:
-                break
-            length, head = int.from_bytes(buf[pos + 2 : pos + 4], "big"), 4
-        elif length == 127:
-            if size - pos < 10:
-                break
-            length, head = int.from_bytes(buf[pos + 2 : pos + 10], "big"), 10
-        if opcode >= CLOSE and (length > 125 or not first & 0x80):
-            raise FrameError(1002, "control frames must be whole and at most 125 bytes")
-        if length > MAX_FRAME:
-            raise FrameError(1009, f"frames larger than {MAX_FRAME} bytes are not accepted")
-        start = pos + head + 4
-        end = start + length
-        if end > size:
-            break
-        payload = b""
-        if opcode >= CLOSE:
-            mask = buf[pos + head : start]
-            payload = bytes(b ^ mask[i & 3] for i, b in enumerate(buf[start:end]))
-        frames.append((opcode, payload))
-        pos = end
-    return frames, buf[pos:]
+
+    __slots__ = ("_head", "_left", "_protocol", "_text", "done")
+
+    def __init__(self) -> None:
+        self._protocol = Protocol(
+            Side.SERVER, state=State.OPEN, max_size=(None, MAX_FRAME), logger=LOG
+        )
+        self._head = b""
+        """The start of a frame header not yet complete."""
+        self._left = 0
+        """Bytes of the current frame not yet given to the library."""
+        self._text: codecs.IncrementalDecoder | None = None
+        """Checks the UTF-8 of the text message in progress."""
+        self.done = False
+        """The TCP connection is to be closed: nothing more is read."""
+
+    @property
+    def open(self) -> bool:
+        return self._protocol.state is State.OPEN
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Read `data`; what the server must write in answer (pongs, a close, the end)."""
+        out: list[bytes] = []
+        pos, size = 0, len(data)
+        while pos < size and not self.done:
+            prefix = b""
+            if not self._left:
+                head = self._head + data[pos : pos + 14 - len(self._head)]
+                need = 2 + EXTENDED.get(head[1] & 0x7F, 0) if len(head) >= 2 else 2
+                if len(head) < need:
+                    self._head = head
+                    break
+                prefix, self._head = self._head, b""
+                length = head[1] & 0x7F
+                if need > 2:
+                    length = int.from_bytes(head[2:need], "big")
+                    if length < SMALLEST[need - 2]:
+                        self._fail(PROTOCOL_ERROR, "payload length not minimally encoded", out)
+                        break
+                self._left = need + (4 if head[1] & 0x80 else 0) + length
+            end = min(size, pos + self._left - len(prefix))
+            piece = prefix + data[pos:end]
+            self._left -= len(piece)
+            pos = end
+            self._step(piece, out)
+        return out
+
+    def close(self, code: int, reason: str) -> list[bytes]:
+        """The server ends the connection: its close frame, if it has not sent one already."""
+        protocol = self._protocol
+        if protocol.state is not State.OPEN:
+            return []
+        protocol.send_close(code, reason)
+        return protocol.data_to_send()
+
+    def _step(self, piece: bytes, out: list[bytes]) -> None:
+        """Give the library part of one frame; at the frame's end, check a text payload."""
+        protocol = self._protocol
+        was_open = protocol.state is State.OPEN
+        protocol.receive_data(piece)
+        if not self._left:
+            for event in protocol.events_received():
+                if not isinstance(event, Frame):
+                    continue  # a server protocol past its handshake only yields frames
+                if not self._utf8_ok(event.opcode, bytes(event.data), event.fin):
+                    protocol.fail(INVALID_DATA, "invalid UTF-8 in a text message")
+                    break
+        self._collect(out, was_open)
+
+    def _utf8_ok(self, opcode: Opcode, data: bytes, fin: bool) -> bool:
+        """Whether a data frame keeps its text message valid UTF-8 so far."""
+        if opcode is Opcode.TEXT:
+            self._text = utf8_decoder()
+        elif opcode is Opcode.BINARY:
+            self._text = None
+        if self._text is None or opcode not in (Opcode.TEXT, Opcode.CONT):
+            return True
+        try:
+            self._text.decode(data, fin)
+        except UnicodeDecodeError:
+            return False
+        if fin:
+            self._text = None
+        return True
+
+    def _fail(self, code: int, reason: str, out: list[bytes]) -> None:
+        was_open = self._protocol.state is State.OPEN
+        self._protocol.fail(code, reason)
+        self._collect(out, was_open)
+
+    def _collect(self, out: list[bytes], was_open: bool) -> None:
+        """Take the library's answers; once a close has been sent, only the end goes out (the
+        library would still answer pings)."""
+        for chunk in self._protocol.data_to_send():
+            if chunk == SEND_EOF:
+                self.done = True
+            elif not was_open:
+                continue
+            out.append(chunk)

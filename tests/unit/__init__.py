@@ -1,0 +1,1 @@
+"""Tests of modules on their own, without a server."""
