@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 import multiprocessing
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -53,7 +53,7 @@ class RequestPlan:
     count: int
 
 
-def _run(main: Callable[..., Awaitable[None]], plan: Any, conn: Connection) -> None:
+def _run(main: Callable[..., Coroutine[Any, Any, None]], plan: Any, conn: Connection) -> None:
     raise_open_files_limit()
     import uvloop
 

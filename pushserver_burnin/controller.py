@@ -156,6 +156,10 @@ class Controller:
             )
             self._wait(self.probe.subscribed.is_set, 30.0)
 
+    def _all_established(self) -> bool:
+        """Every subscriber of the step being ramped has its cursor."""
+        return self.book.established() >= self.target
+
     def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
         """Poll until done() or timeout; raise TimeUp past the run's deadline."""
         until = time.monotonic() + timeout
@@ -189,7 +193,7 @@ class Controller:
             spawning = (count - previous) / s.spawn_rate
             if time.monotonic() + spawning + s.step_seconds > self.deadline:
                 raise TimeUp  # the step could not finish in time
-            self._wait(lambda c=count: self.book.established() >= c, 30.0 + 2 * spawning)
+            self._wait(self._all_established, 30.0 + 2 * spawning)
             previous = count
             record = self._one_step(step, count)
             self.writer.write(record)

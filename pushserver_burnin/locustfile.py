@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import logging
 import signal
+from argparse import Namespace
 from typing import Any
 
 import gevent
@@ -61,6 +62,25 @@ class _State:
 state = _State()
 
 
+def _options(environment: Environment) -> Namespace:
+    """Locust's parsed options: set whenever Locust runs from its command line, as here."""
+    if environment.parsed_options is None:
+        raise RuntimeError("the burn-in runs from Locust's command line (locust -f ...)")
+    return environment.parsed_options
+
+
+def _runner(environment: Environment) -> runners.Runner:
+    if environment.runner is None:
+        raise RuntimeError("the burn-in needs a running Locust runner")
+    return environment.runner
+
+
+def _host(environment: Environment) -> str:
+    if not environment.host:
+        raise RuntimeError("the burn-in needs the server's URL: --host http://HOST:PORT")
+    return environment.host
+
+
 @events.init_command_line_parser.add_listener
 def _arguments(parser: Any) -> None:
     add_locust_arguments(parser)
@@ -90,7 +110,7 @@ def _terminated(environment: Environment) -> None:
 def _test_start(environment: Environment, **_: Any) -> None:
     if isinstance(environment.runner, MasterRunner):
         return
-    transport = environment.parsed_options.burnin_transport
+    transport = _options(environment).burnin_transport
 
     def delivered(e2e: float, size: int) -> None:
         environment.events.request.fire(
@@ -122,7 +142,7 @@ def _test_start(environment: Environment, **_: Any) -> None:
 def _report_loop(environment: Environment) -> None:
     while True:
         gevent.sleep(REPORT_INTERVAL)
-        environment.runner.send_message(REPORT, state.tally.take())
+        _runner(environment).send_message(REPORT, state.tally.take())
 
 
 @events.test_stopping.add_listener
@@ -154,8 +174,8 @@ class BurninSubscriber(User):
 
     @task
     def subscribe(self) -> None:
-        options = self.environment.parsed_options
-        endpoint = Endpoint.parse(self.host)
+        options = _options(self.environment)
+        endpoint = Endpoint.parse(_host(self.environment))
         run_id = options.burnin_run_id
         if options.burnin_test == "subscribers":
             channel = crowd_channel(run_id)
@@ -178,6 +198,8 @@ class BurninShape(LoadTestShape):
 
     def tick(self) -> tuple[int, float] | None:
         if state.controller is None:
+            if self.runner is None:
+                raise RuntimeError("the load shape runs under a Locust runner")
             state.controller = _start_controller(self.runner.environment)
         if state.controller.finished:
             return None
@@ -185,7 +207,7 @@ class BurninShape(LoadTestShape):
 
 
 def _start_controller(environment: Environment) -> Controller:
-    options = environment.parsed_options
+    options = _options(environment)
     options.burnin_run_id = state.fixed_run_id or new_run_id()  # sent to workers when spawning
     runner = environment.runner
     distributed = isinstance(runner, MasterRunner)
@@ -203,6 +225,6 @@ def _start_controller(environment: Environment) -> Controller:
             context={},
         )
 
-    controller = Controller(settings, environment.host, state.book, distributed, published)
+    controller = Controller(settings, _host(environment), state.book, distributed, published)
     controller.start()
     return controller

@@ -78,6 +78,7 @@ class Publisher:
         self, step: int, seq: int, channels: list[str], counted: int, result: PublishResult
     ) -> int:
         """One round to every channel; returns how many counted messages the server accepted."""
+        jobs: list[tuple[int, str, list[str] | None]]
         if len(channels) == 1:
             jobs = [(0, f"/pub/{channels[0]}", None)]
         else:

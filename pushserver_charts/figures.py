@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -45,7 +46,8 @@ LEG_TITLES = {
     "fanout": "fan-out (server publish time → subscriber receipt)",
     "e2e": "end-to-end (publisher send → subscriber receipt)",
 }
-DELIVERED = {"linewidth": 5, "alpha": 0.35}  # wide and pale: the expected line shows through
+# wide and pale: the expected line shows through
+DELIVERED: dict[str, Any] = {"linewidth": 5, "alpha": 0.35}
 CEILING_ZOOM = 5  # draw the ceiling when it is within this factor of the worst step
 
 
@@ -61,10 +63,10 @@ def downsample(
         return x, low, high, flags
     starts = np.arange(0, len(x), size)
 
-    def reduce(values: np.ndarray, fn: Callable[..., np.ndarray]) -> np.ndarray:
+    def reduce(values: np.ndarray, fn: Callable[[np.ndarray], Any]) -> np.ndarray:
         return np.array([fn(values[i : i + size]) for i in starts])
 
-    def nan_safe(fn: Callable[..., np.ndarray]) -> Callable[[np.ndarray], float]:
+    def nan_safe(fn: Callable[[np.ndarray], Any]) -> Callable[[np.ndarray], Any]:
         return lambda part: fn(part) if np.isfinite(part).any() else math.nan
 
     return (

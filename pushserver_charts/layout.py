@@ -25,7 +25,13 @@ MAX_POINTS = 40
 LOG_SPAN = 100
 MS = 1000.0
 MIB = 1024.0 * 1024.0
-SATURATED = {"marker": "X", "color": "red", "markersize": 9, "linestyle": "none", "zorder": 5}
+SATURATED: dict[str, Any] = {
+    "marker": "X",
+    "color": "red",
+    "markersize": 9,
+    "linestyle": "none",
+    "zorder": 5,
+}
 SATURATED_LABEL = f"load generator saturated (CPU ≥ {SATURATION_PERCENT} %)"
 COUNT_LABEL = "subscribers connected"
 SUBTITLE_WIDTH = 110

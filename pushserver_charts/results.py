@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 TOOL = "pushserver-burnin"
 FORMAT = 1
@@ -106,7 +106,7 @@ class Run:
         return next((s.ceiling for s in self.steps if math.isfinite(s.ceiling)), math.nan)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

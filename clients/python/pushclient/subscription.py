@@ -22,7 +22,7 @@ from .errors import (
 )
 from .models import Gap, Message
 from .transports import make_transport
-from .transports.base import Checkpoint, Connected, Expired, Reconnect
+from .transports.base import Checkpoint, Connected, Expired, Reconnect, Transport
 from .transports.longpoll import LongPollTransport
 
 log = logging.getLogger("pushclient")
@@ -63,7 +63,10 @@ class Subscription:
         # A stream sends its first cursor with its first message; until then a drop would leave
         # nothing to resume from. So a subscription with no cursor starts with one immediate
         # long-poll, which answers with the head cursor (and any ?history messages).
-        self._catch_up = (LongPollTransport(poll_timeout=0), url / "lp" / ",".join(channels))
+        self._catch_up: tuple[Transport, URL] = (
+            LongPollTransport(poll_timeout=0),
+            url / "lp" / ",".join(channels),
+        )
         self._session = session
         self._history = history
         self._token = token

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 import orjson
@@ -22,7 +22,7 @@ class LongPollTransport(Transport):
 
     async def events(
         self, session: aiohttp.ClientSession, url: URL, params: dict[str, str], idle: float
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         # The server holds the request up to poll_timeout, so silence is only suspect after it.
         params = {**params, "timeout": f"{self.poll_timeout:g}"}
         idle += self.poll_timeout
