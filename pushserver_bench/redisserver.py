@@ -10,11 +10,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from pushserver_measure.ports import free_port
 
 
 def _answers(port: int) -> bool:
@@ -33,7 +29,7 @@ def redis_url(given: str) -> Iterator[str]:
     if given or not binary:
         yield given
         return
-    port = _free_port()
+    port = free_port()
     with tempfile.TemporaryDirectory(prefix="pushserver-bench-redis-") as workdir:
         proc = subprocess.Popen(
             [

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from pushserver_burnin.settings import (
     new_run_id,
 )
 from pushserver_measure.extras import install_hint
+from pushserver_measure.ports import free_port
 
 LOCUSTFILE = Path(pushserver_burnin.__file__).with_name("locustfile.py")
 _MARGIN = 120.0  # seconds past --max-minutes before processes are terminated
@@ -47,12 +47,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--no-charts", action="store_true", help="do not build the HTML report")
     return parser.parse_args(argv)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _stop(procs: list[subprocess.Popen[bytes]], grace: float) -> None:
@@ -90,7 +84,7 @@ def run_locust(args: argparse.Namespace, settings: Settings) -> None:
     ]
     workers: list[list[str]] = []
     if args.workers > 0:
-        port = _free_port()
+        port = free_port()
         master += [
             "--master",
             "--master-bind-host",

@@ -17,7 +17,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from pushserver.launcher import ServerProcess
+from pushserver_measure.ports import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 WALKED = ["README.md", "docs/burnin.md", "docs/charts.md"]
@@ -81,12 +81,6 @@ def commands(path: Path) -> list[str]:
                 if line and not line.startswith("#"):
                     found.append(" ".join(line.split()))
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def answers(url: str) -> bool:
