@@ -21,8 +21,12 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[test]'
+.venv/bin/pip install -q -e '.[test]' -e ./clients/python
+
+# Packages the type checker covers: the whole tree.
+typed=(pushserver pushserver_burnin pushserver_bench pushserver_charts pushserver_measure clients/python/pushclient)
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/mypy "${typed[@]}"
 exec .venv/bin/python -m pytest -n 2 "$@"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pushserver.launcher import ServerProcess
 
-BENCH = [sys.executable, "-m", "loadtest.bench"]
+BENCH = [sys.executable, "-m", "pushserver_bench"]
 
 
 def run_bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
@@ -23,7 +23,7 @@ def test_quick_run_prints_every_table_and_loses_nothing(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["lost"] == 0
     tables = result["tables"]
-    assert sorted({t["experiment"] for t in tables}) == [1, 2, 3, 4, 5, 6, 7]
+    assert sorted({t["experiment"] for t in tables}) == [1, 2, 3, 4, 5, 6, 7, 8]
     for table in tables:
         assert table["lost"] == 0 and table["errors"] == [], table
         assert table["rows"], table["title"]
@@ -43,6 +43,18 @@ def test_quick_run_prints_every_table_and_loses_nothing(tmp_path: Path) -> None:
         assert (received, lost) == (expected, 0), (transport, listeners_on)
     throughput = by_title["publishers x subscribers: throughput"]
     assert len(throughput["rows"]) == 4 * 4 * 2
+    budgets = by_title["fast path budgets"]
+    assert {row[3] for row in budgets["rows"]} - {""} == {"n/a (quick)"}
+    assert "cannot meet them" in proc.stdout and " NO " not in proc.stdout
+    scaleout = by_title["Redis scale-out"]
+    assert [row[1] for row in scaleout["rows"]] == [
+        "memory broker, one node",
+        "Redis, same node",
+        "Redis, node A → node B",
+        "memory broker, 1 process",
+        "Redis broker, 1 process",
+        "Redis broker, --workers 2",
+    ]
 
 
 def test_url_mode_measures_a_running_server(tmp_path: Path) -> None:

@@ -33,7 +33,17 @@ STEP_FIELDS = {
 
 
 def burnin_command(test: str, host: str, out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "loadtest.cli", test, "--host", host, "--out", str(out), *args]
+    return [
+        sys.executable,
+        "-m",
+        "pushserver_burnin.cli",
+        test,
+        "--host",
+        host,
+        "--out",
+        str(out),
+        *args,
+    ]
 
 
 def read_results(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any] | None]:

@@ -1,4 +1,4 @@
-"""Charts and HTML report from burn-in results files (charts/, pushserver-charts)."""
+"""Charts and HTML report from burn-in results files (pushserver_charts, pushserver-charts)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import matplotlib.image
 import numpy as np
 import pytest
 
-import charts
-from charts.figures import CHARTS, downsample
-from charts.layout import MAX_POINTS, SATURATED_LABEL
+import pushserver_charts
+from pushserver_charts.figures import CHARTS, downsample
+from pushserver_charts.layout import MAX_POINTS, SATURATED_LABEL
 
 SCRIPT = Path(sys.executable).with_name("pushserver-charts")
 CEILING = 1.0
@@ -147,14 +147,14 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def report(files: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return charts.build_report(
+    return pushserver_charts.build_report(
         [files["stream"], files["longpoll"]], tmp_path_factory.mktemp("report")
     )
 
 
 @pytest.fixture(scope="module")
-def pair(files: dict[str, Path]) -> list[charts.Run]:
-    return charts.load_all([files["stream"], files["longpoll"]])
+def pair(files: dict[str, Path]) -> list[pushserver_charts.Run]:
+    return pushserver_charts.load_all([files["stream"], files["longpoll"]])
 
 
 def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -188,12 +188,14 @@ def _figure_labels(figure) -> tuple[str, list[str]]:
     return figure.get_suptitle(), legend_texts
 
 
-def _data_lines(ax, run: charts.Run) -> list:
+def _data_lines(ax, run: pushserver_charts.Run) -> list:
     return [line for line in ax.get_lines() if line.get_label().startswith(run.label)]
 
 
 @pytest.mark.parametrize("spec", CHARTS, ids=lambda spec: spec.name)
-def test_figures_carry_titles_units_and_one_line_per_file(spec, pair: list[charts.Run]) -> None:
+def test_figures_carry_titles_units_and_one_line_per_file(
+    spec, pair: list[pushserver_charts.Run]
+) -> None:
     figure = spec.build(pair)
     title, legend = _figure_labels(figure)
     charted = [run for run in pair if spec.applies([run])]  # the probe chart: stream only
@@ -217,7 +219,7 @@ def test_figures_carry_titles_units_and_one_line_per_file(spec, pair: list[chart
 
 def test_count_axis_is_log_only_when_it_spans_decades(pair, files) -> None:
     assert CHARTS[0].build(pair).get_axes()[0].get_xscale() == "log"
-    many = charts.load_all([files["many"]])
+    many = pushserver_charts.load_all([files["many"]])
     assert CHARTS[0].build(many).get_axes()[0].get_xscale() == "linear"
 
 
@@ -239,7 +241,7 @@ def test_worst_latency_has_ceiling_and_spread_bars(pair) -> None:
 
 
 def test_many_steps_are_binned(files) -> None:
-    many = charts.load_all([files["many"]])
+    many = pushserver_charts.load_all([files["many"]])
     ax = CHARTS[0].build(many).get_axes()[0]
     (line,) = _data_lines(ax, many[0])
     assert len(line.get_xdata()) == 30 <= MAX_POINTS
@@ -303,7 +305,7 @@ def test_html_report_embeds_every_chart_and_every_step(report: Path, files) -> N
     for expected in ("subscribers/stream", "subscribers/longpoll", "Settings", "Machine"):
         assert expected in text
     assert "Test CPU 3.0GHz" in text and "8.0 GiB" in text
-    stream = charts.load_results(files["stream"])
+    stream = pushserver_charts.load_results(files["stream"])
     held = max(s.subscribers for s in stream.steps if s.latency["e2e"].worst <= CEILING)
     assert f"{held:,} subscribers, worst" in text
 
@@ -311,12 +313,12 @@ def test_html_report_embeds_every_chart_and_every_step(report: Path, files) -> N
 def test_clashing_labels_are_told_apart(files, tmp_path: Path) -> None:
     copy = tmp_path / "again.jsonl"
     copy.write_text(files["stream"].read_text())
-    labels = [run.label for run in charts.load_all([files["stream"], copy])]
+    labels = [run.label for run in pushserver_charts.load_all([files["stream"], copy])]
     assert labels == ["subscribers/stream (stream.jsonl)", "subscribers/stream (again.jsonl)"]
 
 
 def test_load_results_reads_one_run_and_refuses_several(files, tmp_path: Path) -> None:
-    run = charts.load_results(files["longpoll"])
+    run = pushserver_charts.load_results(files["longpoll"])
     assert (run.test, run.transport, len(run.steps), run.ceiling) == (
         "subscribers",
         "longpoll",
@@ -326,13 +328,13 @@ def test_load_results_reads_one_run_and_refuses_several(files, tmp_path: Path) -
     assert run.end and run.end["reason"] == "ceiling" and not run.warnings
     both = tmp_path / "both.jsonl"
     both.write_text(files["stream"].read_text() + files["longpoll"].read_text())
-    assert [r.transport for r in charts.load_runs(both)] == ["stream", "longpoll"]
-    with pytest.raises(charts.ResultsError, match="holds 2 runs"):
-        charts.load_results(both)
-    (chosen,) = charts.load_all([both], run_ids=[run.run_id])
+    assert [r.transport for r in pushserver_charts.load_runs(both)] == ["stream", "longpoll"]
+    with pytest.raises(pushserver_charts.ResultsError, match="holds 2 runs"):
+        pushserver_charts.load_results(both)
+    (chosen,) = pushserver_charts.load_all([both], run_ids=[run.run_id])
     assert chosen.run_id == run.run_id and len(chosen.steps) == 12
-    with pytest.raises(charts.ResultsError, match="no run nope in"):
-        charts.load_all([both], run_ids=["nope"])
+    with pytest.raises(pushserver_charts.ResultsError, match="no run nope in"):
+        pushserver_charts.load_all([both], run_ids=["nope"])
 
 
 def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
@@ -397,7 +399,7 @@ def test_interrupted_run_charts_its_finished_steps(tmp_path: Path) -> None:
 
 def test_steps_without_header_are_charted(tmp_path: Path) -> None:
     lines = results_lines("sse", DECADES[:4], seed=6)
-    run = charts.load_results(write_lines(tmp_path / "bare.jsonl", lines[1:-1]))
+    run = pushserver_charts.load_results(write_lines(tmp_path / "bare.jsonl", lines[1:-1]))
     assert (run.label, len(run.steps), run.end) == ("subscribers/sse", 4, None)
     assert math.isclose(run.ceiling, CEILING)
 
@@ -405,7 +407,7 @@ def test_steps_without_header_are_charted(tmp_path: Path) -> None:
 def test_far_ceiling_is_named_instead_of_flattening_the_chart(tmp_path: Path) -> None:
     header, step, end = results_lines("ws", [100], seed=7)
     step["latency"]["e2e"] = {"p50": 0.002, "worst": 0.010}
-    run = charts.load_results(write_lines(tmp_path / "fast.jsonl", [header, step, end]))
+    run = pushserver_charts.load_results(write_lines(tmp_path / "fast.jsonl", [header, step, end]))
     ax = CHARTS[0].build([run]).get_axes()[0]
     assert ax.get_ylim()[1] < 100
     assert [t.get_text() for t in ax.texts] == ["ceiling 1000 ms (above this scale)"]

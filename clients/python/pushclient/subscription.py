@@ -23,7 +23,7 @@ from .errors import (
 from .models import Gap, Message, ServerHints
 from .pollsize import PollLimit
 from .transports import make_transport
-from .transports.base import Checkpoint, Connected, Expired, Reconnect
+from .transports.base import Checkpoint, Connected, Expired, Reconnect, Transport
 from .transports.longpoll import LongPollTransport
 
 log = logging.getLogger("pushclient")
@@ -67,7 +67,7 @@ class Subscription:
         # A stream sends its first cursor with its first message; until then a drop would leave
         # nothing to resume from. So a subscription with no cursor starts with one immediate
         # long-poll, which answers with the head cursor (and any ?history messages).
-        self._catch_up = (
+        self._catch_up: tuple[Transport, URL] = (
             LongPollTransport(poll_timeout=0, limit=self._poll_limit),
             url / "lp" / ",".join(channels),
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -53,7 +53,7 @@ class Transport(ABC):
     @abstractmethod
     def events(
         self, session: aiohttp.ClientSession, url: URL, params: dict[str, str], idle: float
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         """Yield events; `idle` is how long to wait for the next byte before calling it dead."""
 
 

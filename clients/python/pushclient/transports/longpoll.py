@@ -4,7 +4,7 @@ Each poll asks for `limit` events, sized by `PollLimit` from how the last polls 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 import orjson
@@ -28,7 +28,7 @@ class LongPollTransport(Transport):
 
     async def events(
         self, session: aiohttp.ClientSession, url: URL, params: dict[str, str], idle: float
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         # The server holds the request up to poll_timeout, so silence is only suspect after it.
         params = {**params, "timeout": f"{self.poll_timeout:g}", "limit": str(self.limit.value)}
         idle += self.poll_timeout

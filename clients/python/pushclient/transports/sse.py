@@ -5,7 +5,7 @@ The envelope inside `data:` carries its cursor, so the `id:` field is not needed
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 from yarl import URL
@@ -19,7 +19,7 @@ class SSETransport(Transport):
 
     async def events(
         self, session: aiohttp.ClientSession, url: URL, params: dict[str, str], idle: float
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         async with open_response(session, url, params, idle, "text/event-stream") as resp:
             yield Connected()
             data: list[bytes] = []

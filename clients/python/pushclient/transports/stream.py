@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 from yarl import URL
@@ -16,7 +16,7 @@ class StreamTransport(Transport):
 
     async def events(
         self, session: aiohttp.ClientSession, url: URL, params: dict[str, str], idle: float
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         async with open_response(session, url, params, idle, "application/x-ndjson") as resp:
             yield Connected()
             async for line in iter_lines(resp.content):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import aiohttp
 from yarl import URL
@@ -22,7 +22,7 @@ class WebSocketTransport(Transport):
 
     async def events(
         self, session: aiohttp.ClientSession, url: URL, params: dict[str, str], idle: float
-    ) -> AsyncIterator[Event]:
+    ) -> AsyncGenerator[Event, None]:
         try:
             async with asyncio.timeout(idle):
                 ws = await session.ws_connect(

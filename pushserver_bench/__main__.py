@@ -1,0 +1,3 @@
+from pushserver_bench import main
+
+main()

@@ -1,0 +1,452 @@
+"""A lean HTTP/1.1 and WebSocket client on asyncio protocols.
+
+The bench must cost far less than the server it measures, so it speaks just enough HTTP itself:
+no client library, and no per-message parsing unless latency is wanted. Counting deliveries is a
+byte count per chunk: every event the server frames ends with `}` and its terminator, and a
+chunk written by the fan-out always holds whole events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import orjson
+
+from pushserver_measure.http11 import (
+    HEAD_END,
+    ConnectionClosed,
+    Endpoint,
+    Head,
+    parse_head,
+    request_bytes,
+)
+
+TRANSPORTS = ("stream", "sse", "ws", "longpoll")
+CONNECT_CONCURRENCY = 100
+HOST = "bench"
+JSON = {"Content-Type": "application/json"}
+
+
+class BenchError(Exception):
+    """The server answered something the bench did not expect."""
+
+
+def get_request(path: str, headers: dict[str, str] | None = None) -> bytes:
+    return request_bytes("GET", HOST, path, headers=headers)
+
+
+def publish_request(channel: str, data: bytes) -> bytes:
+    return request_bytes("POST", HOST, f"/pub/{channel}", data, JSON)
+
+
+def batch_request(channel: str, datas: Sequence[bytes]) -> bytes:
+    prefix = b'{"channel":"%b","data":' % channel.encode()
+    body = b"[" + b",".join(prefix + d + b"}" for d in datas) + b"]"
+    return request_bytes("POST", HOST, "/pub", body, JSON)
+
+
+def message_data(size: int = 100) -> bytes:
+    """A JSON message of about `size` bytes carrying its send time (`t`, epoch seconds)."""
+    stamp = orjson.dumps({"t": time.time(), "p": ""})
+    return stamp[:-2] + b"x" * max(0, size - len(stamp)) + b'"}'
+
+
+def _head(raw: bytes) -> Head:
+    try:
+        return parse_head(raw)
+    except ConnectionClosed as exc:
+        raise BenchError(str(exc)) from None
+
+
+class Tally:
+    """Deliveries counted across the subscribers of one process."""
+
+    __slots__ = ("_target", "_waiter", "errors", "first", "last", "latencies", "parse", "received")
+
+    def __init__(self, parse: bool) -> None:
+        self.parse = parse
+        self.received = 0
+        self.first = 0.0
+        self.last = 0.0
+        self.latencies: list[float] = []
+        self.errors: list[str] = []
+        self._target = 0
+        self._waiter: asyncio.Future[None] | None = None
+
+    def add(self, n: int, now: float) -> None:
+        if not self.received:
+            self.first = now
+        self.received += n
+        self.last = now
+        if self._waiter is not None and self.received >= self._target:
+            if not self._waiter.done():
+                self._waiter.set_result(None)
+            self._waiter = None
+
+    def envelope(self, raw: bytes | bytearray, now: float) -> int:
+        """Parse one envelope (latency mode); returns its id, or -1 for a control event."""
+        env = orjson.loads(raw)
+        if "type" in env:
+            return -1
+        data = env["data"]
+        if isinstance(data, dict) and "t" in data:
+            self.latencies.append(now - data["t"])
+        return env["id"]
+
+    def error(self, text: str) -> None:
+        if len(self.errors) < 20:
+            self.errors.append(text)
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def reach(self, target: int, timeout: float) -> bool:
+        """Wait until `target` deliveries were counted; False on timeout or error."""
+        if self.received >= target:
+            return True
+        self._target = target
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.wait_for(self._waiter, timeout)
+        except TimeoutError:
+            return False
+        return self.received >= target and not self.errors
+
+
+class HttpConnection(asyncio.Protocol):
+    """Keep-alive request/response, one request in flight; bodies sized by Content-Length."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        end = buf.find(HEAD_END)
+        if end < 0:
+            return
+        head = _head(bytes(buf[:end]))
+        if head.content_length is None:
+            raise BenchError(f"response without Content-Length: {head}")
+        stop = end + 4 + head.content_length
+        if len(buf) < stop:
+            return
+        body = bytes(buf[end + 4 : stop])
+        del buf[:stop]
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result((head.status, body))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("server closed the connection"))
+
+    async def request(self, raw: bytes) -> tuple[int, bytes]:
+        assert self.transport is not None
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.transport.write(raw)
+        return await self.waiter
+
+    async def json(self, path: str) -> object:
+        status, body = await self.request(get_request(path))
+        if status != 200:
+            raise BenchError(f"GET {path}: {status} {body[:200]!r}")
+        return orjson.loads(body)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def connect(url: str) -> HttpConnection:
+    at = Endpoint.parse(url)
+    _, conn = await asyncio.get_running_loop().create_connection(HttpConnection, at.host, at.port)
+    return conn
+
+
+class Publisher:
+    """One keep-alive publishing connection."""
+
+    def __init__(self, conn: HttpConnection) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def open(cls, url: str) -> Publisher:
+        return cls(await connect(url))
+
+    async def send(self, raw: bytes) -> None:
+        status, body = await self.conn.request(raw)
+        if status != 201:
+            raise BenchError(f"publish failed: {status} {body[:200]!r}")
+
+    async def one(self, channel: str, size: int = 100) -> None:
+        await self.send(publish_request(channel, message_data(size)))
+
+    async def batch(self, channel: str, n: int, size: int = 100) -> None:
+        await self.send(batch_request(channel, [message_data(size) for _ in range(n)]))
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+class HeldSubscriber(asyncio.Protocol):
+    """A held NDJSON or SSE response: chunked transfer decoded, events counted (or parsed)."""
+
+    STATUS = 200
+    REQUEST = "subscribe"
+
+    def __init__(self, tally: Tally, terminator: bytes) -> None:
+        self.tally = tally
+        self.terminator = terminator
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.headers_done = False
+        self.last_id = 0
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        if not self.headers_done and not self._headers():
+            return
+        pos, size = 0, len(buf)
+        while pos < size:
+            eol = buf.find(b"\r\n", pos)
+            if eol < 0:
+                break
+            length = int(buf[pos:eol], 16)
+            start = eol + 2
+            if start + length + 2 > size:
+                break
+            if length:
+                self._events(buf[start : start + length])
+            pos = start + length + 2
+        del buf[:pos]
+
+    def _headers(self) -> bool:
+        end = self.buf.find(HEAD_END)
+        if end < 0:
+            return False
+        raw = bytes(self.buf[:end])
+        del self.buf[: end + 4]
+        self.headers_done = True
+        if _head(raw).status != self.STATUS:
+            self.tally.error(f"{self.REQUEST} answered {raw[:100]!r}")
+        if not self.ready.done():
+            self.ready.set_result(None)
+        return True
+
+    def _events(self, payload: bytearray) -> None:
+        n = payload.count(self.terminator)
+        if not n:
+            return
+        now = time.time()
+        if self.tally.parse:
+            self._parse(payload, now)
+        self.tally.add(n, now)
+
+    def _parse(self, payload: bytearray, now: float) -> None:
+        for line in bytes(payload).split(b"\n"):
+            if line.startswith(b"data: "):
+                line = line[6:]
+            if line.startswith(b"{"):
+                self._check(self.tally.envelope(line, now))
+
+    def _check(self, id: int) -> None:
+        if id < 0:
+            return
+        if self.last_id and id != self.last_id + 1:
+            self.tally.error(f"id {id} after {self.last_id}")
+        self.last_id = id
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.ready.done():
+            self.ready.set_exception(ConnectionError("closed before the response"))
+
+
+class WebSocketSubscriber(HeldSubscriber):
+    """A WebSocket subscription: server frames are unmasked, one text frame per event."""
+
+    PONG = b"\x8a\x80" + os.urandom(4)
+    STATUS = 101
+    REQUEST = "WebSocket upgrade"
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        if not self.headers_done and not self._headers():
+            return
+        pos, size, n = 0, len(buf), 0
+        parse = self.tally.parse
+        now = time.time()
+        while pos + 2 <= size:
+            opcode, length = buf[pos] & 0x0F, buf[pos + 1] & 0x7F
+            start = pos + 2
+            if length == 126:
+                length, start = int.from_bytes(buf[start : start + 2]), start + 2
+            elif length == 127:
+                length, start = int.from_bytes(buf[start : start + 8]), start + 8
+            if start + length > size:
+                break
+            if opcode == 0x1:
+                n += 1
+                if parse:
+                    self._check(self.tally.envelope(buf[start : start + length], now))
+            elif opcode == 0x9 and self.transport is not None:
+                self.transport.write(self.PONG)
+            pos = start + length
+        del buf[:pos]
+        if n:
+            self.tally.add(n, now)
+
+
+class LongPoller:
+    """A long-poll loop on one keep-alive connection; stops after `expect` messages (never when
+    `expect` is 0: a listener that must receive nothing)."""
+
+    def __init__(self, conn: HttpConnection, channel: str, tally: Tally, expect: int) -> None:
+        self.conn = conn
+        self.channel = channel
+        self.tally = tally
+        self.expect = expect
+        self.count = 0
+        self.last_id = 0
+        self.cursor = ""
+        self.task: asyncio.Task[None] | None = None
+
+    async def run(self, timeout: float) -> None:
+        tally = self.tally
+        while not self.expect or self.count < self.expect:
+            path = f"/lp/{self.channel}?timeout={timeout:g}&cursor={self.cursor}"
+            try:
+                status, body = await self.conn.request(get_request(path))
+            except ConnectionError as exc:
+                tally.error(f"long-poll: {exc}")
+                return
+            if status != 200:
+                tally.error(f"long-poll answered {status} {body[:100]!r}")
+                return
+            now = time.time()
+            doc = orjson.loads(body)
+            self.cursor = doc["cursor"]
+            messages = [m for m in doc["messages"] if "type" not in m]
+            if len(messages) < len(doc["messages"]):
+                gaps = [m for m in doc["messages"] if m.get("type") == "gap"]
+                tally.error(f"long-poll fell behind the history: {gaps[:1]}")
+            if messages:
+                self.count += len(messages)
+                if tally.parse:
+                    for env in messages:
+                        data = env["data"]
+                        if isinstance(data, dict) and "t" in data:
+                            tally.latencies.append(now - data["t"])
+                tally.add(len(messages), now)
+
+
+Subscriber = HeldSubscriber | LongPoller
+
+
+async def subscribe(
+    url: str, transport: str, channel: str, tally: Tally, expect: int, poll_timeout: float = 60
+) -> tuple[Subscriber, Callable[[], None]]:
+    """Open one subscription; returns it and a function that closes it."""
+    at = Endpoint.parse(url)
+    loop = asyncio.get_running_loop()
+    if transport == "longpoll":
+        _, conn = await loop.create_connection(HttpConnection, at.host, at.port)
+        poller = LongPoller(conn, channel, tally, expect)
+        poller.task = asyncio.ensure_future(poller.run(poll_timeout))
+
+        def stop() -> None:
+            assert poller.task is not None
+            poller.task.cancel()
+            conn.close()
+
+        return poller, stop
+    if transport == "ws":
+        key = base64.b64encode(os.urandom(16)).decode()
+        raw = get_request(
+            f"/ws/{channel}",
+            {
+                "Upgrade": "websocket",
+                "Connection": "Upgrade",
+                "Sec-WebSocket-Key": key,
+                "Sec-WebSocket-Version": "13",
+            },
+        )
+        factory: Callable[[], HeldSubscriber] = lambda: WebSocketSubscriber(tally, b"")  # noqa: E731
+    elif transport in ("stream", "sse"):
+        raw = get_request(f"/{transport}/{channel}")
+        term = b"}\n" if transport == "stream" else b"}\n\n"
+        factory = lambda: HeldSubscriber(tally, term)  # noqa: E731
+    else:
+        raise ValueError(f"unknown transport {transport!r}")
+    held_transport, sub = await loop.create_connection(factory, at.host, at.port)
+    held_transport.write(raw)
+    await sub.ready
+    return sub, held_transport.close
+
+
+async def subscribe_many(
+    url: str, transport: str, channels: Sequence[str], tally: Tally, expect: int
+) -> list[tuple[Subscriber, Callable[[], None]]]:
+    """One subscriber per entry of `channels`, connecting a bounded number at a time."""
+    gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
+
+    async def one(channel: str) -> tuple[Subscriber, Callable[[], None]]:
+        async with gate:
+            return await subscribe(url, transport, channel, tally, expect)
+
+    return list(await asyncio.gather(*(one(c) for c in channels)))
+
+
+async def get_json(url: str, path: str) -> Any:
+    """One GET on a fresh connection: the server closes idle keep-alive connections, and the
+    bench's admin reads may come minutes apart."""
+    conn = await connect(url)
+    try:
+        return await conn.json(path)
+    finally:
+        conn.close()
+
+
+async def wait_subscribed(url: str, channel: str, n: int, timeout: float = 60) -> None:
+    """Poll `/channels/{channel}` until the server holds `n` subscribers there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            held = (await get_json(url, f"/channels/{channel}"))["subscribers"]
+        except BenchError:  # 404 until the first subscriber made the channel
+            held = 0
+        if held >= n:
+            return
+        if time.monotonic() > deadline:
+            raise BenchError(f"channel {channel}: {held} of {n} subscribers after {timeout}s")
+        await asyncio.sleep(0.01)
+
+
+async def wait_held(url: str, transport: str, n: int, workers: int, timeout: float = 60) -> None:
+    """Wait until the server's `workers` processes hold `n` `transport` connections in all.
+
+    `/stats` speaks for the one worker that took the connection, so it is asked on fresh
+    connections until every worker has been heard from and the latest counts add up."""
+    latest: dict[int, int] = {}
+    deadline = time.monotonic() + timeout
+    while len(latest) < workers or sum(latest.values()) < n:
+        if time.monotonic() > deadline:
+            raise BenchError(f"{transport} connections per worker: {latest}, wanted {n} in all")
+        stats = await get_json(url, "/stats")
+        latest[stats["worker"]] = stats["connections"][transport]
+        await asyncio.sleep(0.01)

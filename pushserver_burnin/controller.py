@@ -1,0 +1,290 @@
+"""The step controller: raises the subscriber count, publishes, drains, judges, writes a line.
+
+It runs on the Locust master (or the single local process) as one greenlet. The load shape only
+reads `target` and `finished` from it, so the same shape works headless and in the web UI.
+
+One step: wait until every subscriber of the new count has its cursor; publish for
+--step-seconds (each message tagged with the step); wait until every expected delivery of the
+step has been counted, or for ceiling + a grace period; then write the step and decide whether
+to go on.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+
+from pushserver_burnin.probe import ProbeProcess
+from pushserver_burnin.progress import progress_line
+from pushserver_burnin.publisher import Publisher, PublishHook, PublishResult
+from pushserver_burnin.resources import (
+    LOOPBACK,
+    Clock,
+    Snapshot,
+    fetch_stats,
+    loadgen_figures,
+    own_clock,
+    server_figures,
+)
+from pushserver_burnin.results import FORMAT, TOOL, ResultsWriter
+from pushserver_burnin.settings import DRAIN_GRACE, PUBLISHER_MIN_RATE, Settings
+from pushserver_burnin.tally import StepBook
+from pushserver_measure.http11 import Connection, Endpoint
+from pushserver_measure.machine import machine_info
+
+_POLL = 0.05
+
+
+class TimeUp(Exception):
+    """--max-minutes passed in the middle of a step."""
+
+
+def crowd_channel(run_id: str) -> str:
+    return f"bi-{run_id}"
+
+
+def own_channel(run_id: str, node: int, n: int) -> str:
+    return f"bi-{run_id}.{node}.{n}"
+
+
+def probe_channel(settings: Settings) -> str:
+    base = crowd_channel(settings.run_id)
+    return base if settings.test == "subscribers" else f"{base}.probe"
+
+
+class Controller:
+    def __init__(
+        self,
+        settings: Settings,
+        host: str,
+        book: StepBook,
+        distributed: bool,
+        on_publish: PublishHook | None = None,
+    ) -> None:
+        self.settings = settings
+        self.host = host
+        self.endpoint = Endpoint.parse(host)
+        self.book = book
+        self.distributed = distributed
+        self.counts = settings.counts()
+        self.target = self.counts[0]
+        self.finished = False
+        self.ended = False
+        self.steps_written = 0
+        self.writer = ResultsWriter(settings.out)
+        self.label = settings.label or f"{settings.test}/{settings.transport}"
+        self.admin_headers = (
+            {"Authorization": f"Bearer {settings.publish_key}"} if settings.publish_key else {}
+        )
+        self.publisher = Publisher(self.endpoint, settings.publish_key, on_publish)
+        self.stats_conn = Connection(self.endpoint)
+        self.probe: ProbeProcess | None = None
+        self.started = time.time()
+        self.deadline = time.monotonic() + settings.max_minutes * 60
+        self.greenlet: gevent.Greenlet | None = None
+
+    def start(self) -> None:
+        self.greenlet = gevent.spawn(self._run)
+
+    def _common(self) -> dict[str, Any]:
+        s = self.settings
+        return {"run_id": s.run_id, "test": s.test, "transport": s.transport, "label": self.label}
+
+    def _run(self) -> None:
+        reason, message = "interrupted", "the controller stopped unexpectedly"
+        try:
+            self._header()
+            reason, message = self._steps()
+        except TimeUp:
+            reason, message = "time", f"stopped after --max-minutes {self.settings.max_minutes:g}"
+        except Exception as exc:
+            message = f"the controller failed: {exc!r}"
+            raise
+        finally:
+            self.end(reason, message)
+
+    def end(self, reason: str, message: str) -> None:
+        """Write the end line once, print why, and let the shape stop Locust."""
+        if self.ended:
+            return
+        self.ended = True
+        self.writer.write(
+            {
+                "kind": "end",
+                **self._common(),
+                "reason": reason,
+                "message": message,
+                "steps": self.steps_written,
+                "ended": time.time(),
+            }
+        )
+        print(f"burn-in finished ({reason}): {message}", flush=True)
+        print(f"results: {self.writer.path}", flush=True)
+        self.publisher.close()
+        if self.probe is not None:
+            self.probe.stop()
+        self.finished = True
+
+    def abort(self, why: str) -> None:
+        """Locust is stopping from outside (web UI stop, SIGTERM, workers lost)."""
+        if self.greenlet is not None and not self.greenlet.dead:
+            self.greenlet.kill(block=False)
+        self.end("interrupted", why)
+
+    def _header(self) -> None:
+        settings = self.settings.as_dict()
+        settings.pop("publish_key")
+        self.writer.write(
+            {
+                "kind": "run",
+                **self._common(),
+                "tool": TOOL,
+                "format": FORMAT,
+                "host": self.host,
+                "settings": settings,
+                "machine": machine_info(),
+                "started": self.started,
+            }
+        )
+        if self.settings.probe:
+            self.probe = ProbeProcess(
+                self.host, self.settings.transport, probe_channel(self.settings), self.book
+            )
+            self._wait(self.probe.subscribed.is_set, 30.0)
+
+    def _all_established(self) -> bool:
+        """Every subscriber of the step being ramped has its cursor."""
+        return self.book.established() >= self.target
+
+    def _wait(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Poll until done() or timeout; raise TimeUp past the run's deadline."""
+        until = time.monotonic() + timeout
+        while not done():
+            now = time.monotonic()
+            if now >= self.deadline:
+                raise TimeUp
+            if now >= until:
+                return False
+            gevent.sleep(_POLL)
+        return True
+
+    def _snapshot(self) -> Snapshot:
+        clocks = {
+            name: Clock(node.cpu_seconds, node.cpu_wait, node.time)
+            for name, node in self.book.nodes.items()
+        }
+        if self.distributed:
+            clocks["master"] = own_clock(os.getpid())
+        stats = fetch_stats(self.stats_conn, self.admin_headers)
+        server_clock = None
+        if stats and "pid" in stats and self.endpoint.host in LOOPBACK:
+            server_clock = own_clock(stats["pid"])
+        return Snapshot(time.time(), stats, server_clock, clocks)
+
+    def _steps(self) -> tuple[str, str]:
+        s = self.settings
+        previous = 0
+        for step, count in enumerate(self.counts, start=1):
+            self.target = count
+            spawning = (count - previous) / s.spawn_rate
+            if time.monotonic() + spawning + s.step_seconds > self.deadline:
+                raise TimeUp  # the step could not finish in time
+            self._wait(self._all_established, 30.0 + 2 * spawning)
+            previous = count
+            record = self._one_step(step, count)
+            self.writer.write(record)
+            self.steps_written += 1
+            print(progress_line(record), flush=True)
+            verdict = self._verdict(record)
+            if verdict is not None:
+                return verdict
+        return "max", f"reached --max {s.max} subscribers"
+
+    def _one_step(self, step: int, target: int) -> dict[str, Any]:
+        s = self.settings
+        subscribers = self.book.established()
+        if s.test == "subscribers":
+            channels, uncounted, per_message = [crowd_channel(s.run_id)], 0, subscribers
+        else:
+            channels = list(self.book.channels)
+            uncounted, per_message = 0, 1
+            if self.probe is not None:
+                channels.append(probe_channel(s))
+                uncounted = 1
+        first = self._snapshot()
+        started = time.time()
+        result = self.publisher.publish_step(step, channels, uncounted, s.rate, s.step_seconds)
+        expected = result.messages * per_message
+        counts = self.book.step(step)
+        drained = self._wait(
+            lambda: counts.delivered >= expected and self._probe_done(step, result),
+            s.ceiling + DRAIN_GRACE,
+        )
+        gevent.sleep(0.3)  # one more round of worker reports, for late duplicates
+        last = self._snapshot()
+        probe = self.book.probe.get(step) if self.probe is not None else None
+        return {
+            "kind": "step",
+            **self._common(),
+            "step": step,
+            "subscribers": subscribers,
+            "target": target,
+            "channels": len(channels) - uncounted,
+            "messages": result.messages,
+            "expected": expected,
+            "delivered": counts.delivered,
+            "lost": max(0, expected - counts.delivered),
+            "duplicates": counts.duplicates,
+            "reconnects": counts.reconnects,
+            "missed": counts.missed,
+            "drained": drained,
+            "latency": {
+                "publish": result.round_trip.summary(),
+                "fanout": counts.fanout.summary(),
+                "e2e": counts.e2e.summary(),
+            },
+            "probe": None
+            if probe is None
+            else {"fanout": probe.fanout.summary(), "e2e": probe.e2e.summary()},
+            "publisher": {
+                "rate_kept": result.kept_rate,
+                "errors": result.errors,
+                "rounds": result.ticks,
+            },
+            "server": server_figures(first, last),
+            "loadgen": loadgen_figures(first, last),
+            "ceiling": s.ceiling,
+            "started": started,
+            "ended": time.time(),
+        }
+
+    def _probe_done(self, step: int, result: PublishResult) -> bool:
+        if self.probe is None or self.probe.proc.poll() is not None:
+            return True  # no probe, or it died: nothing more will come from it
+        return self.book.probe_step(step).delivered >= result.ticks - result.errors
+
+    def _verdict(self, record: dict[str, Any]) -> tuple[str, str] | None:
+        s = self.settings
+        worst = record["latency"]["e2e"]["worst"]
+        where = f"step {record['step']}, {record['subscribers']} subscribers"
+        if worst is not None and worst > s.ceiling:
+            return "ceiling", (
+                f"worst end-to-end latency {worst:.3f} s passed the ceiling {s.ceiling:g} s "
+                f"({where})"
+            )
+        late = record["lost"] - record["missed"]
+        if late > 0:
+            return "ceiling", (
+                f"{late} deliveries still missing {s.ceiling + DRAIN_GRACE:g} s after the step: "
+                f"later than the ceiling {s.ceiling:g} s or lost ({where})"
+            )
+        if record["publisher"]["rate_kept"] < PUBLISHER_MIN_RATE:
+            kept = record["publisher"]["rate_kept"] * 100
+            return "publisher", (
+                f"the publisher kept only {kept:.0f}% of --rate {s.rate:g}/s ({where})"
+            )
+        return None

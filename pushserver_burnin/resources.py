@@ -1,0 +1,96 @@
+"""What a step cost: the server's CPU, run-queue wait, memory and connections, and the load
+generator's CPU and run-queue wait, from two snapshots (publishing starts, drain ends)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from pushserver_burnin.settings import SATURATED_CPU
+from pushserver_measure.http11 import Connection, ConnectionClosed
+from pushserver_measure.machine import cpu_seconds, run_queue_wait
+
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass(frozen=True)
+class Clock:
+    """One process's CPU used and CPU waited for (run queue), cumulative seconds, at a time."""
+
+    cpu: float | None
+    wait: float | None
+    at: float
+
+
+@dataclass
+class Snapshot:
+    time: float
+    server: dict[str, Any] | None
+    server_clock: Clock | None  # only when the server runs on this machine
+    loadgen: dict[str, Clock]  # per load-generator process
+
+
+def fetch_stats(conn: Connection, headers: dict[str, str]) -> dict[str, Any] | None:
+    try:
+        head, body = conn.request("GET", "/stats", headers=headers, timeout=10)
+    except (OSError, ConnectionClosed):
+        conn.close()
+        return None
+    return orjson.loads(body) if head.status == 200 else None
+
+
+def _percent(first: Clock | None, last: Clock | None, field: str) -> float | None:
+    """Share of one core over the interval between two clocks."""
+    if first is None or last is None or last.at <= first.at:
+        return None
+    before, after = getattr(first, field), getattr(last, field)
+    if before is None or after is None:
+        return None
+    return 100.0 * (after - before) / (last.at - first.at)
+
+
+def server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
+    stats = last.server or {}
+    connections = stats.get("connections")
+    if isinstance(connections, dict):
+        connections = connections.get("total")
+    cpu = stats.get("cpu_percent")
+    before = (first.server or {}).get("cpu_seconds")
+    after = stats.get("cpu_seconds")
+    if before is not None and after is not None and last.time > first.time:
+        cpu = 100.0 * (after - before) / (last.time - first.time)
+    return {
+        "cpu_percent": cpu,
+        "cpu_wait_percent": _percent(first.server_clock, last.server_clock, "wait"),
+        "rss_bytes": stats.get("rss_bytes"),
+        "connections": connections,
+    }
+
+
+def loadgen_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
+    used, waited, wanted, spent = [], [], [], 0.0
+    for node, clock in last.loadgen.items():
+        start = first.loadgen.get(node)
+        cpu = _percent(start, clock, "cpu")
+        wait = _percent(start, clock, "wait")
+        if cpu is not None:
+            used.append(cpu)
+            wanted.append(cpu + (wait or 0.0))
+            if node != "master" and start is not None and start.cpu is not None:
+                spent += (clock.cpu or 0.0) - start.cpu
+        if wait is not None:
+            waited.append(wait)
+    return {
+        "cpu_percent": max(used, default=None),
+        "cpu_wait_percent": max(waited, default=None),
+        "cpu_seconds": spent,
+        "processes": len(last.loadgen),
+        "saturated": max(wanted, default=0.0) >= SATURATED_CPU,
+    }
+
+
+def own_clock(pid: int) -> Clock:
+    return Clock(cpu_seconds(pid), run_queue_wait(pid), time.time())

@@ -1,0 +1,230 @@
+"""One subscriber per transport, each kept alive across dropped connections.
+
+A subscriber first fetches the channel's current cursor (a long-poll with timeout=0) and then
+always resumes from the last cursor it saw, so from the moment it reports itself subscribed it
+owes every message: whatever it does not receive is a loss, never a blind spot. The code is
+plain blocking socket code: gevent makes it cooperative inside Locust, and the probe process
+runs it as is.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, ClassVar, Protocol
+from urllib.parse import quote
+
+import orjson
+
+from pushserver_burnin import websocket
+from pushserver_measure.http11 import (
+    Connection,
+    ConnectionClosed,
+    Endpoint,
+    HttpStatusError,
+    Reader,
+    connect,
+    request_bytes,
+    retry_after,
+)
+
+LONGPOLL_TIMEOUT = 30.0
+_MAX_BACKOFF = 2.0
+_DROPS = (OSError, ConnectionClosed, HttpStatusError, ValueError, KeyError, TypeError)
+
+
+class Sink(Protocol):
+    """Where a subscriber reports what it sees (the per-process Tally, or the probe's printer)."""
+
+    def subscribed(self, channel: str) -> None: ...
+
+    def delivered(
+        self, envelope: dict[str, Any], received: float, size: int, dup: bool
+    ) -> None: ...
+
+    def gap(self, event: dict[str, Any]) -> None: ...
+
+    def reconnecting(self, error: BaseException) -> None: ...
+
+
+class ServerReconnect(Exception):
+    """The server asked us to reconnect (graceful shutdown)."""
+
+
+class Subscriber:
+    """The transport-independent part: cursor, duplicate check, reconnect with backoff."""
+
+    transport: ClassVar[str]
+    keeps_cursor_connection: ClassVar[bool] = False  # reuse the first request's connection
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        channel: str,
+        sink: Sink,
+        source_ip: str | None = None,
+        heartbeat: float = 20.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self.channel = channel
+        self.sink = sink
+        self.source_ip = source_ip
+        self.idle_timeout = 2.5 * heartbeat
+        self.cursor: str | None = None
+        self.last_ids: dict[str, int] = {}
+        self.received = 0  # messages and events handled, to tell progress from failure
+        self.conn = Connection(endpoint, source_ip)
+
+    def query(self) -> str:
+        return f"?cursor={quote(self.cursor, safe='')}" if self.cursor else ""
+
+    def run(self) -> None:
+        """Subscribe, then consume forever; every drop is reported and resumed from the cursor."""
+        failures = 0
+        while self.cursor is None:
+            try:
+                self.cursor = self._current_cursor()
+            except _DROPS as exc:
+                failures = self._backoff(exc, failures)
+        if not self.keeps_cursor_connection:
+            self.conn.close()
+        self.sink.subscribed(self.channel)
+        failures = 0
+        while True:
+            seen = self.received
+            try:
+                self.consume()
+            except (ServerReconnect, *_DROPS) as exc:
+                self.sink.reconnecting(exc)
+                if self.received > seen:
+                    failures = 0  # the connection was useful: this is a fresh drop
+                failures = self._backoff(exc, failures)
+            else:
+                failures = 0
+
+    def _current_cursor(self) -> str:
+        head, body = self.conn.request("GET", f"/lp/{self.channel}?timeout=0")
+        if head.status != 200:
+            raise HttpStatusError(head.status, body, retry_after(head))
+        return orjson.loads(body)["cursor"]
+
+    def _backoff(self, error: BaseException, failures: int) -> int:
+        """First retry at once (a dropped connection is routine), then exponential with jitter."""
+        delay = getattr(error, "retry_after", None)
+        if delay is None:
+            delay = 0.0 if failures == 0 else min(_MAX_BACKOFF, 0.05 * 2**failures)
+        time.sleep(delay * random.uniform(0.5, 1.0))
+        return failures + 1
+
+    def consume(self) -> None:
+        """Hold one connection until it drops (raise) or ends normally (return)."""
+        raise NotImplementedError
+
+    def handle(self, item: dict[str, Any], received: float, size: int) -> None:
+        self.received += 1
+        kind = item.get("type")
+        if "cursor" in item:
+            self.cursor = item["cursor"]
+        if kind is None:
+            channel, msg_id = item["channel"], item["id"]
+            dup = msg_id <= self.last_ids.get(channel, 0)
+            if not dup:
+                self.last_ids[channel] = msg_id
+            self.sink.delivered(item, received, size, dup)
+        elif kind == "gap":
+            first, last = item["from"], item["to"]
+            self.last_ids[item["channel"]] = last if last >= first else first - 1
+            self.sink.gap(item)
+        elif kind == "reconnect":
+            raise ServerReconnect("server asked to reconnect")
+
+    def _open_stream(self, path: str, extra: bytes = b"") -> tuple[Reader, Any]:
+        """Connect and send a GET; the caller reads the head (WebSocket expects 101)."""
+        sock = connect(self.endpoint, self.source_ip, self.idle_timeout)
+        sock.sendall(extra or request_bytes("GET", self.endpoint.host_header, path))
+        return Reader(sock), sock
+
+
+class LongPollSubscriber(Subscriber):
+    transport = "longpoll"
+    keeps_cursor_connection = True
+
+    def consume(self) -> None:
+        path = f"/lp/{self.channel}{self.query() or '?'}&timeout={LONGPOLL_TIMEOUT:g}"
+        head, body = self.conn.request("GET", path, timeout=LONGPOLL_TIMEOUT + 15)
+        received = time.time()
+        if head.status != 200:
+            raise HttpStatusError(head.status, body, retry_after(head))
+        answer = orjson.loads(body)
+        messages = answer["messages"]
+        size = len(body) // max(1, len(messages))
+        for item in messages:
+            self.handle(item, received, size)
+        self.cursor = answer["cursor"]
+
+
+class _LineStreamSubscriber(Subscriber):
+    """NDJSON and SSE share the framing: a chunked response read line by line."""
+
+    path_prefix: ClassVar[str]
+
+    def payload(self, line: bytes) -> bytes | None:
+        raise NotImplementedError
+
+    def consume(self) -> None:
+        reader, sock = self._open_stream(f"/{self.path_prefix}/{self.channel}{self.query()}")
+        try:
+            head = reader.read_head()
+            if head.status != 200:
+                raise HttpStatusError(head.status, reader.read_body(head), retry_after(head))
+            for line in reader.iter_lines(head):
+                payload = self.payload(line)
+                if payload:
+                    self.handle(orjson.loads(payload), time.time(), len(line))
+        finally:
+            sock.close()
+
+
+class StreamSubscriber(_LineStreamSubscriber):
+    transport = "stream"
+    path_prefix = "stream"
+
+    def payload(self, line: bytes) -> bytes | None:
+        return line if line.strip() else None  # blank lines are heartbeats
+
+
+class SseSubscriber(_LineStreamSubscriber):
+    transport = "sse"
+    path_prefix = "sse"
+
+    def payload(self, line: bytes) -> bytes | None:
+        # One JSON object per event on one data: line; id: repeats the envelope's cursor.
+        return line[5:] if line.startswith(b"data:") else None
+
+
+class WebSocketSubscriber(Subscriber):
+    transport = "ws"
+
+    def consume(self) -> None:
+        path = f"/ws/{self.channel}{self.query()}"
+        reader, sock = self._open_stream(path, websocket.handshake_bytes(self.endpoint, path))
+        try:
+            head = reader.read_head()
+            if head.status != 101:
+                raise HttpStatusError(head.status, reader.read_body(head), retry_after(head))
+            while True:
+                opcode, payload = websocket.read_message(reader)
+                if opcode == websocket.OP_TEXT:
+                    self.handle(orjson.loads(payload), time.time(), len(payload))
+                elif opcode == websocket.OP_PING:
+                    sock.sendall(websocket.masked_frame(websocket.OP_PONG, payload))
+                elif opcode == websocket.OP_CLOSE:
+                    raise ConnectionClosed("websocket closed by the server")
+        finally:
+            sock.close()
+
+
+TRANSPORTS: dict[str, type[Subscriber]] = {
+    cls.transport: cls
+    for cls in (LongPollSubscriber, StreamSubscriber, SseSubscriber, WebSocketSubscriber)
+}

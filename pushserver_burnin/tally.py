@@ -1,0 +1,167 @@
+"""Per-step delivery counts: kept by each load-generator process, merged on the master.
+
+Every message carries the step it was published in, so a delivery is counted against that step
+whenever and wherever it arrives, and a step is judged only after its drain, never by
+snapshot time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pushserver_burnin.histogram import Histogram
+from pushserver_measure.machine import cpu_seconds, run_queue_wait
+
+
+@dataclass
+class StepCounts:
+    """What one step's deliveries looked like (on one process, or merged)."""
+
+    delivered: int = 0
+    duplicates: int = 0
+    missed: int = 0  # ids the server announced as lost in gap events
+    reconnects: int = 0
+    fanout: Histogram = field(default_factory=Histogram)
+    e2e: Histogram = field(default_factory=Histogram)
+
+    def merge(self, other: StepCounts) -> None:
+        self.delivered += other.delivered
+        self.duplicates += other.duplicates
+        self.missed += other.missed
+        self.reconnects += other.reconnects
+        self.fanout.merge(other.fanout)
+        self.e2e.merge(other.e2e)
+
+    def to_wire(self) -> list[Any]:
+        return [
+            self.delivered,
+            self.duplicates,
+            self.missed,
+            self.reconnects,
+            self.fanout.to_wire(),
+            self.e2e.to_wire(),
+        ]
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> StepCounts:
+        delivered, duplicates, missed, reconnects, fanout, e2e = wire
+        return cls(
+            delivered,
+            duplicates,
+            missed,
+            reconnects,
+            Histogram.from_wire(fanout),
+            Histogram.from_wire(e2e),
+        )
+
+
+DeliveryHook = Callable[[float, int], None]
+ReconnectHook = Callable[[BaseException], None]
+
+
+class Tally:
+    """The subscriber-side sink of one process: counts deliveries until the next report."""
+
+    def __init__(
+        self, on_delivery: DeliveryHook | None = None, on_reconnect: ReconnectHook | None = None
+    ) -> None:
+        self.on_delivery = on_delivery
+        self.on_reconnect = on_reconnect
+        self.established = 0
+        self.last_step = 0
+        self._steps: dict[int, StepCounts] = {}
+        self._new_channels: list[str] = []
+        self._pid = os.getpid()
+
+    def _counts(self, step: int) -> StepCounts:
+        counts = self._steps.get(step)
+        if counts is None:
+            counts = self._steps[step] = StepCounts()
+        return counts
+
+    # Sink interface, called by the subscribers
+
+    def subscribed(self, channel: str) -> None:
+        self.established += 1
+        self._new_channels.append(channel)
+
+    def delivered(self, envelope: dict[str, Any], received: float, size: int, dup: bool) -> None:
+        data = envelope.get("data")
+        if type(data) is not dict or "step" not in data:
+            return  # not a burn-in message
+        step = data["step"]
+        counts = self._counts(step)
+        if dup:
+            counts.duplicates += 1
+            return
+        counts.delivered += 1
+        e2e = received - data["t"]
+        counts.e2e.add(e2e)
+        counts.fanout.add(received - envelope["ts"])
+        if step > self.last_step:
+            self.last_step = step
+        if self.on_delivery is not None:
+            self.on_delivery(e2e, size)
+
+    def gap(self, event: dict[str, Any]) -> None:
+        missed = event["to"] - event["from"] + 1
+        if missed > 0:
+            self._counts(self.last_step).missed += missed
+
+    def reconnecting(self, error: BaseException) -> None:
+        self._counts(self.last_step).reconnects += 1
+        if self.on_reconnect is not None:
+            self.on_reconnect(error)
+
+    def take(self) -> dict[str, Any]:
+        """Everything since the last call, as a msgpack-friendly report for the master."""
+        report = {
+            "steps": [[step, counts.to_wire()] for step, counts in self._steps.items()],
+            "established": self.established,
+            "channels": self._new_channels,
+            "cpu_seconds": cpu_seconds(self._pid),
+            "cpu_wait": run_queue_wait(self._pid),
+            "time": time.time(),
+        }
+        self._steps = {}
+        self._new_channels = []
+        return report
+
+
+@dataclass
+class NodeState:
+    established: int = 0
+    cpu_seconds: float | None = None
+    cpu_wait: float | None = None
+    time: float = 0.0
+
+
+class StepBook:
+    """The master's merged view: deliveries per step from every process, and what was sent."""
+
+    def __init__(self) -> None:
+        self.steps: dict[int, StepCounts] = {}
+        self.probe: dict[int, StepCounts] = {}
+        self.nodes: dict[str, NodeState] = {}
+        self.channels: list[str] = []
+
+    def step(self, step: int) -> StepCounts:
+        return self.steps.setdefault(step, StepCounts())
+
+    def probe_step(self, step: int) -> StepCounts:
+        return self.probe.setdefault(step, StepCounts())
+
+    def merge(self, node: str, report: dict[str, Any]) -> None:
+        for step, wire in report["steps"]:
+            self.step(step).merge(StepCounts.from_wire(wire))
+        self.channels.extend(report["channels"])
+        self.nodes[node] = NodeState(
+            report["established"], report["cpu_seconds"], report["cpu_wait"], report["time"]
+        )
+
+    def established(self) -> int:
+        return sum(node.established for node in self.nodes.values())

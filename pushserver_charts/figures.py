@@ -1,0 +1,310 @@
+"""The charts of the report: one builder per chart, each returning a matplotlib Figure.
+
+Within a chart, colour tells the runs apart and line style the statistic; the legends say which
+is which.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
+
+from pushserver_charts.layout import (
+    MAX_POINTS,
+    MIB,
+    MS,
+    color,
+    figure_legend,
+    from_zero,
+    highest,
+    latency_axis,
+    latency_ms,
+    mark_saturated,
+    new_figure,
+    plotted,
+    run_handles,
+    run_style,
+    saturation_handle,
+    series,
+    si,
+    spans_decades,
+    style_legend,
+    subscribers,
+)
+from pushserver_charts.results import SATURATION_PERCENT, Run
+
+STAT_STYLES = {"p50": ":", "p90": "-.", "p99": "--", "worst": "-"}
+LEG_TITLES = {
+    "publish": "publish round trip (publisher → server → publisher)",
+    "fanout": "fan-out (server publish time → subscriber receipt)",
+    "e2e": "end-to-end (publisher send → subscriber receipt)",
+}
+# wide and pale: the expected line shows through
+DELIVERED: dict[str, Any] = {"linewidth": 5, "alpha": 0.35}
+CEILING_ZOOM = 5  # draw the ceiling when it is within this factor of the worst step
+
+
+def downsample(
+    x: np.ndarray, low: np.ndarray, high: np.ndarray, flags: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bin consecutive steps so at most MAX_POINTS remain: mean count, lowest low, highest high.
+
+    A bin is flagged (e.g. saturated) when any of its steps is.
+    """
+    size = math.ceil(len(x) / MAX_POINTS)
+    if size <= 1:
+        return x, low, high, flags
+    starts = np.arange(0, len(x), size)
+
+    def reduce(values: np.ndarray, fn: Callable[[np.ndarray], Any]) -> np.ndarray:
+        return np.array([fn(values[i : i + size]) for i in starts])
+
+    def nan_safe(fn: Callable[[np.ndarray], Any]) -> Callable[[np.ndarray], Any]:
+        return lambda part: fn(part) if np.isfinite(part).any() else math.nan
+
+    return (
+        reduce(x, np.mean),
+        reduce(low, nan_safe(np.nanmin)),
+        reduce(high, nan_safe(np.nanmax)),
+        reduce(flags, np.any).astype(bool),
+    )
+
+
+def worst_latency(runs: Sequence[Run]) -> Figure:
+    """The burn-in chart: worst end-to-end latency per step against subscribers, with ceiling."""
+    fig, (ax,) = new_figure(runs, "Worst-case end-to-end latency per step", rows=1, height=5.6)
+    marked = False
+    handles = []
+    for i, run in enumerate(runs):
+        x, p50, worst, saturated = downsample(
+            subscribers(run),
+            latency_ms(run, "e2e", "p50"),
+            latency_ms(run, "e2e", "worst"),
+            series(run, lambda s: s.saturated).astype(bool),
+        )
+        binned = f" ({len(run.steps)} steps in {len(x)} bins)" if len(x) < len(run.steps) else ""
+        handles.append(
+            Line2D([], [], color=color(i), marker="o", markersize=4, label=run.label + binned)
+        )
+        spread = np.clip(worst - p50, 0, None)
+        container = ax.errorbar(
+            x,
+            worst,
+            yerr=[np.nan_to_num(spread), np.zeros_like(worst)],
+            color=color(i),
+            marker="o",
+            markersize=4,
+            capsize=3,
+            elinewidth=1,
+            alpha=0.9,
+        )
+        container.lines[0].set_label(run.label + binned)
+        marked |= mark_saturated(ax, x, worst, saturated)
+    ceilings = sorted({run.ceiling * MS for run in runs if math.isfinite(run.ceiling)})
+    # A ceiling far above every step would flatten them into the bottom: name it instead.
+    drawn = [ceiling for ceiling in ceilings if ceiling <= CEILING_ZOOM * highest(ax)]
+    for ceiling in drawn:
+        ax.axhline(ceiling, color="red", linestyle="--", linewidth=1.2)
+    from_zero(ax)
+    for ceiling in ceilings:
+        on_scale = ceiling in drawn
+        ax.annotate(
+            f"ceiling {ceiling:g} ms" + ("" if on_scale else " (above this scale)"),
+            xy=(0.005, ceiling if on_scale else ax.get_ylim()[1]),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, 3 if on_scale else -12),
+            textcoords="offset points",
+            color="red",
+            fontsize="small",
+        )
+    ax.set_ylabel("worst-case latency (ms); bars reach down to p50")
+    figure_legend(fig, handles + saturation_handle(marked))
+    return fig
+
+
+def percentiles(runs: Sequence[Run]) -> Figure:
+    """p50 / p90 / p99 / worst of each latency leg, one subplot per leg."""
+    fig, axes = new_figure(runs, "Latency percentiles per leg", rows=3, height=10)
+    for ax, leg in zip(axes, LEG_TITLES, strict=True):
+        for i, run in enumerate(runs):
+            x = subscribers(run)
+            for stat, style in STAT_STYLES.items():
+                ax.plot(
+                    x,
+                    latency_ms(run, leg, stat),
+                    linestyle=style,
+                    label=f"{run.label} {stat}",
+                    **run_style(i, x),
+                )
+        ax.set_title(LEG_TITLES[leg], fontsize="medium")
+        latency_axis(ax)
+    style_legend(axes[0], STAT_STYLES)
+    figure_legend(fig, run_handles(runs))
+    return fig
+
+
+def delivery(runs: Sequence[Run]) -> Figure:
+    """Delivered against expected per step, and the loss and duplicates as shares of expected."""
+    fig, (counts, shares) = new_figure(runs, "Deliveries and loss per step", rows=2, height=7.5)
+    for i, run in enumerate(runs):
+        x = subscribers(run)
+        expected = series(run, lambda s: s.expected)
+        style = run_style(i, x)
+        counts.plot(
+            x,
+            series(run, lambda s: s.delivered),
+            label=f"{run.label} delivered",
+            **style,
+            **DELIVERED,
+        )
+        counts.plot(x, expected, linestyle="--", label=f"{run.label} expected", color=color(i))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lost = series(run, lambda s: s.lost) * 100 / expected
+            dups = series(run, lambda s: s.duplicates) * 100 / expected
+        shares.plot(x, lost, label=f"{run.label} lost", **style)
+        shares.plot(x, dups, linestyle=":", label=f"{run.label} duplicates", **style)
+    if spans_decades(plotted(counts)):
+        counts.set_yscale("log")
+    counts.yaxis.set_major_formatter(FuncFormatter(si))
+    counts.set_ylabel("deliveries per step (count)")
+    counts.set_title("delivered vs expected", fontsize="medium")
+    from_zero(shares)
+    shares.set_ylabel("share of expected (%)")
+    shares.set_title("lost and duplicated deliveries", fontsize="medium")
+    style_legend(counts, {"expected": "--", "delivered": DELIVERED})
+    style_legend(shares, {"lost": "-", "duplicates": ":"})
+    figure_legend(fig, run_handles(runs))
+    return fig
+
+
+def resources(runs: Sequence[Run]) -> Figure:
+    """Server CPU and memory against subscribers, with the load generator's CPU beside them."""
+    fig, (cpu, rss, per_sub) = new_figure(
+        runs, "Server CPU and memory, load-generator CPU", rows=3, height=10
+    )
+    marked = False
+    for i, run in enumerate(runs):
+        x = subscribers(run)
+        style = run_style(i, x)
+        loadgen = series(run, lambda s: s.loadgen_cpu)
+        cpu.plot(x, series(run, lambda s: s.server_cpu), label=f"{run.label} server", **style)
+        cpu.plot(x, loadgen, linestyle="--", label=f"{run.label} load generator", **style)
+        saturated = series(run, lambda s: s.saturated).astype(bool)
+        marked |= mark_saturated(cpu, x, loadgen, saturated)
+        memory = series(run, lambda s: s.server_rss)
+        rss.plot(x, memory / MIB, label=run.label, **style)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_sub.plot(x, memory / 1024 / x, label=run.label, **style)
+    cpu.axhline(SATURATION_PERCENT, color="red", linewidth=0.8, alpha=0.5)
+    from_zero(cpu, at_least=100)
+    cpu.set_ylabel("CPU (%)")
+    cpu.set_title("CPU: server and busiest load-generator process", fontsize="medium")
+    from_zero(rss)
+    rss.set_ylabel("server RSS (MiB)")
+    rss.set_title("server resident memory", fontsize="medium")
+    from_zero(per_sub)
+    per_sub.set_ylabel("RSS per subscriber (KiB)")
+    per_sub.set_title("server resident memory per subscriber", fontsize="medium")
+    style_legend(cpu, {"server": "-", "load generator": "--"})
+    figure_legend(fig, run_handles(runs) + saturation_handle(marked))
+    return fig
+
+
+def _has_probe(runs: Sequence[Run]) -> bool:
+    return any(step.probe for run in runs for step in run.steps)
+
+
+def probe(runs: Sequence[Run]) -> Figure:
+    """The independent probe subscriber's latency beside the load generator's subscribers."""
+    fig, axes = new_figure(
+        [run for run in runs if _has_probe([run])], "Probe subscriber latency", rows=2, height=7.5
+    )
+    styles = {"probe p50": ":", "probe worst": "-", "load-generator subscribers worst": "--"}
+    for ax, leg in zip(axes, ("fanout", "e2e"), strict=True):
+        for i, run in enumerate(runs):
+            if not _has_probe([run]):
+                continue
+            x = subscribers(run)
+            style = run_style(i, x)
+            for stat in ("p50", "worst"):
+                ax.plot(
+                    x,
+                    latency_ms(run, leg, stat, probe=True),
+                    linestyle=STAT_STYLES[stat],
+                    label=f"{run.label} probe {stat}",
+                    **style,
+                )
+            ax.plot(
+                x,
+                latency_ms(run, leg, "worst"),
+                linestyle="--",
+                linewidth=0.8,
+                alpha=0.6,
+                label=f"{run.label} subscribers worst",
+                **style,
+            )
+        ax.set_title(LEG_TITLES[leg], fontsize="medium")
+        latency_axis(ax)
+    style_legend(axes[0], styles)
+    figure_legend(fig, run_handles(runs, shown=lambda run: _has_probe([run])))
+    return fig
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """A chart of the report: its file name, heading, how to read it, and its builder."""
+
+    name: str
+    title: str
+    caption: str
+    build: Callable[[Sequence[Run]], Figure]
+    applies: Callable[[Sequence[Run]], bool] = lambda runs: True
+
+
+CHARTS = (
+    ChartSpec(
+        "worst-latency",
+        "Worst-case latency",
+        "Worst end-to-end latency of each step against the subscribers connected; the bar "
+        "reaches down to the step's median (p50). The dashed red line is the ceiling that ends "
+        f"the ramp. Over {MAX_POINTS} steps, consecutive steps are binned (worst of the bin).",
+        worst_latency,
+    ),
+    ChartSpec(
+        "percentiles",
+        "Latency percentiles",
+        "p50, p90, p99 and worst of each leg: publish round trip, fan-out (server to "
+        "subscriber) and end-to-end (publisher to subscriber).",
+        percentiles,
+    ),
+    ChartSpec(
+        "delivery",
+        "Deliveries and loss",
+        "Deliveries received against those expected, and the lost and duplicated ones as a "
+        "share of expected.",
+        delivery,
+    ),
+    ChartSpec(
+        "resources",
+        "Server and load-generator resources",
+        "Server CPU and resident memory (total and per subscriber), with the busiest "
+        "load-generator process's CPU. Red crosses mark saturated steps: there the load "
+        "generator, not the server, limits what was measured.",
+        resources,
+    ),
+    ChartSpec(
+        "probe",
+        "Probe subscriber",
+        "Latency seen by the independent probe subscriber, beside the worst of the "
+        "load-generator subscribers: when they part, the load generator is adding the delay.",
+        probe,
+        _has_probe,
+    ),
+)
