@@ -33,6 +33,18 @@ class SubscribeRequest:
     remote: str
     expires: float | None
     """When the subscribe token expires (epoch seconds); None without --subscribe-secret."""
+    reserved: bool = True
+    """Whether this request still holds its connection slot (counted by `subscribe_request`)."""
+
+    def hand_over(self) -> None:
+        """The slot now belongs to a registered subscriber, which gives it back when it goes."""
+        self.reserved = False
+
+    def release(self) -> None:
+        """Give the slot back unless a subscriber took it; safe to call any number of times."""
+        if self.reserved:
+            self.reserved = False
+            self.state.hub.leave(self.kind, self.remote)
 
 
 def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -54,7 +66,8 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
 def subscribe_request(
     request: web.Request, kind: str, cursor: str | None = None
 ) -> SubscribeRequest:
-    """Parse and check a subscribe request; raises PushError for anything a client must fix."""
+    """Parse and check a subscribe request and reserve its connection slot; raises PushError
+    for anything a client must fix. The caller must `release()` the slot in a `finally`."""
     state = request.app[STATE]
     settings = state.settings
     if state.draining:
@@ -82,6 +95,7 @@ def subscribe_request(
         raise TooMany(
             "too_many_connections", f"at most {per_ip} held connections per client address"
         )
+    hub.enter(kind, remote)  # reserved before any await, so concurrent requests see it
     return SubscribeRequest(state, kind, channels, positions, history, remote, expires)
 
 
@@ -152,6 +166,6 @@ def take_over(
         sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
     state = sub_req.state
     state.hub.attach(sub)
-    state.hub.enter(sub.framing.name, sub.remote)
+    sub_req.hand_over()
     state.expiry.add(sub, sub_req.expires)
     return handed
