@@ -65,6 +65,10 @@ def _fail(future: asyncio.Future[None]) -> None:
         future.exception()  # retrieved: nobody may be waiting
 
 
+def _failed(future: asyncio.Future[None]) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
 def _down() -> Unavailable:
     return broker_down("redis", RETRY_AFTER)
 
@@ -229,13 +233,19 @@ class RedisBroker:
         rec = self.records.get(name)
         if rec is None:
             topic = (self.topic_prefix + name).encode()
-            confirmed = self._loop.create_future()
-            if not self.link.send("SUBSCRIBE", topic):
-                _fail(confirmed)
-            rec = self.records[name] = Listen(Sequencer(name, self.sink), topic, confirmed)
-            self.by_topic[topic] = rec
+            rec = Listen(Sequencer(name, self.sink), topic, self._subscribe(topic))
+            self.records[name] = self.by_topic[topic] = rec
+        elif _failed(rec.confirmed) and self.link.connected:
+            rec.confirmed = self._subscribe(rec.topic)  # a failed SUBSCRIBE is tried again
         self._touch(rec)
         return rec
+
+    def _subscribe(self, topic: bytes) -> asyncio.Future[None]:
+        """Send SUBSCRIBE; the future is its confirmation (failed at once when not connected)."""
+        confirmed = self._loop.create_future()
+        if not self.link.send("SUBSCRIBE", topic):
+            _fail(confirmed)
+        return confirmed
 
     @staticmethod
     def _behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
@@ -243,12 +253,14 @@ class RedisBroker:
         return position is not None and rec.order.behind(*position)
 
     async def _confirmed(self, records: Sequence[Listen]) -> None:
-        waiting = [r.confirmed for r in records if not r.confirmed.done()]
+        """Wait for the SUBSCRIBE confirmations. They are shared by every subscriber of a
+        channel, so a waiter that is cancelled (its client left) must leave them untouched:
+        `asyncio.wait` never cancels what it waits for."""
+        waiting = {r.confirmed for r in records if not r.confirmed.done()}
         if waiting:
-            try:
-                await asyncio.wait_for(asyncio.gather(*waiting), CONFIRM_TIMEOUT)
-            except TimeoutError:
-                raise RedisTimeoutError("Redis did not confirm SUBSCRIBE") from None
+            _, pending = await asyncio.wait(waiting, timeout=CONFIRM_TIMEOUT)
+            if pending:
+                raise RedisTimeoutError("Redis did not confirm SUBSCRIBE")
         for r in records:
             r.confirmed.result()
 
