@@ -8,7 +8,8 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 
-from ..core.broker import ChannelInfo, Sink
+from ..core.broker import ChannelInfo, Item, Sink
+from ..core.idempotency import KeyMemory, Published
 from ..core.messages import Message
 from ..core.positions import Position
 
@@ -21,8 +22,9 @@ class MemoryBroker:
     name = "memory"
     healthy = True
 
-    def __init__(self) -> None:
+    def __init__(self, history_ttl: float) -> None:
         self._boot = secrets.token_hex(4)
+        self._keys = KeyMemory(history_ttl)
         self._counter = itertools.count(1)
         self._sink: Sink | None = None
 
@@ -47,14 +49,20 @@ class MemoryBroker:
     async def close(self) -> None:
         return None
 
-    async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
+    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
         sink = self.sink
         now = time.time()
         out = []
-        for name, data in items:
-            epoch, last_id = self._state(name)
-            message = Message(name, epoch, last_id + 1, now, data)
-            sink.append(message)
+        for name, data, key in items:
+            seen = None if key is None else self._keys.get(name, key)
+            if seen is not None:
+                message = Message(name, seen.epoch, seen.id, seen.ts, data)
+            else:
+                epoch, last_id = self._state(name)
+                message = Message(name, epoch, last_id + 1, now, data)
+                sink.append(message)
+                if key is not None:
+                    self._keys.put(name, key, Published(epoch, message.id, now))
             out.append((message, sink.audience(name)))
         # One yield lets the flush write to subscribers before the publisher's answer is built
         # and sent, which takes that answer off every delivery's latency.

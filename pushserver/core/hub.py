@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..wire.framing import Framing, longpoll_body
-from .broker import Broker, ChannelInfo
+from .broker import Broker, ChannelInfo, Item
 from .channel import Channel
 from .messages import Event, Message, control
 from .positions import Position
@@ -87,7 +87,7 @@ class Hub:
 
     # -- what the web layer asks -------------------------------------------------------------
 
-    async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
+    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
         """Publish through the broker; each message with the local audience it reached."""
         return await self.broker.publish(items)
 

@@ -25,13 +25,20 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...config import Settings
-from ...core.broker import ChannelInfo, Sink
-from ...core.errors import Unavailable, broker_down
+from ...core.broker import ChannelInfo, Item, Sink
+from ...core.errors import Unavailable, broker_down, outcome_unknown
 from ...core.messages import Message
 from ...core.positions import Position
 from ..ordering import Sequencer
 from .link import BATCH, CLOSE_TIMEOUT, DOWN_ERRORS, Link
-from .scripts import PUBLISH_LUA, SYNC_LUA, history_key, meta_key, topic_prefix
+from .scripts import (
+    PUBLISH_LUA,
+    SYNC_LUA,
+    history_key,
+    idempotency_key,
+    meta_key,
+    topic_prefix,
+)
 
 log = logging.getLogger("pushserver.redis")
 
@@ -147,35 +154,36 @@ class RedisBroker:
 
     # -- publishing ---------------------------------------------------------------------------
 
-    async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
+    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
         if not self.link.up:
             raise _down()
-        ts = time.time()
         keys: list[str] = []
         args: list[Any] = [
             secrets.token_hex(5),
             self.history_size,
             self.history_ms,
             self.meta_ms,
-            repr(ts),
+            repr(time.time()),
             self.topic_prefix,
         ]
-        for name, data in items:
-            keys += (meta_key(name), history_key(name))
-            args += (name, data)
+        for name, data, key in items:
+            keys += (meta_key(name), history_key(name), idempotency_key(name, key or ""))
+            args += (name, data, key or "")
         try:
             assigned = await self._publish(keys=keys, args=args)
         except DOWN_ERRORS as exc:
+            # The script may have run before the reply was lost: only a retry with the same
+            # key can tell, so this is never answered as "not published".
             self.link.lose(exc)
-            raise _down() from None
+            raise outcome_unknown("redis", RETRY_AFTER) from None
         except RedisError as exc:
             log.warning("publish failed: %s", exc)
             raise _down() from None
         out = []
-        for (name, data), (epoch, id_) in zip(items, assigned, strict=True):
-            message = Message(name, epoch.decode(), int(id_), ts, data)
+        for (name, data, _), (epoch, id_, ts, repeat) in zip(items, assigned, strict=True):
+            message = Message(name, epoch.decode(), int(id_), float(ts), data)
             rec = self.records.get(name)
-            if rec is not None and rec.order.loaded:
+            if not repeat and rec is not None and rec.order.loaded:
                 rec.order.offer(message, fetch=False)
             out.append((message, self.sink.audience(name)))
         return out
