@@ -87,9 +87,10 @@ class Hub:
 
     # -- what the web layer asks -------------------------------------------------------------
 
-    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
-        """Publish through the broker; each message with the local audience it reached."""
-        return await self.broker.publish(items)
+    async def publish(self, items: Sequence[Item | tuple[str, bytes]]) -> list[tuple[Message, int]]:
+        """Publish through the broker; each message with the local audience it reached. A plain
+        `(channel, data)` pair is an item without an idempotency key."""
+        return await self.broker.publish([Item(*item) for item in items])
 
     async def open(
         self, names: Sequence[str], positions: Mapping[str, Position]
