@@ -8,23 +8,25 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 
-from ..core.broker import ChannelInfo, Sink
+from ..core.broker import ChannelInfo, Item, Sink
+from ..core.idempotency import KeyMemory, Published
 from ..core.messages import Message
-from ..core.positions import UNSTARTED, Position
+from ..core.positions import Position, is_unstarted, unstarted
 
 
 class MemoryBroker:
     """One process, no dependencies: the sink's local state is the whole truth. A channel's
     epoch is made at its first message, new on every start (and after the channel was dropped
     while idle), so a cursor from before is recognised as stale and answered with an `epoch`
-    gap; a channel only subscribed to stays `UNSTARTED` and can be dropped as soon as nobody
-    holds it."""
+    gap; a channel only subscribed to stays unstarted (`core.positions.unstarted`) and can be
+    dropped as soon as nobody holds it."""
 
     name = "memory"
     healthy = True
 
-    def __init__(self) -> None:
+    def __init__(self, history_ttl: float) -> None:
         self._boot = secrets.token_hex(4)
+        self._keys = KeyMemory(history_ttl)
         self._counter = itertools.count(1)
         self._sink: Sink | None = None
 
@@ -39,7 +41,7 @@ class MemoryBroker:
     def _state(self, name: str) -> Position:
         state = self.sink.state(name)
         if state is None:
-            state = Position(UNSTARTED, 0)
+            state = Position(unstarted(self._boot), 0)
             self.sink.load(name, state.epoch, 0, ())
         return state
 
@@ -49,16 +51,22 @@ class MemoryBroker:
     async def close(self) -> None:
         return None
 
-    async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
+    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
         sink = self.sink
         now = time.time()
         out = []
-        for name, data in items:
-            epoch, last_id = self._state(name)
-            if epoch == UNSTARTED:
-                epoch = f"{self._boot}{next(self._counter):x}"
-            message = Message(name, epoch, last_id + 1, now, data)
-            sink.append(message)
+        for name, data, key in items:
+            seen = None if key is None else self._keys.get(name, key)
+            if seen is not None:
+                message = Message(name, seen.epoch, seen.id, seen.ts, data)
+            else:
+                epoch, last_id = self._state(name)
+                if is_unstarted(epoch):
+                    epoch = f"{self._boot}{next(self._counter):x}"
+                message = Message(name, epoch, last_id + 1, now, data)
+                sink.append(message)
+                if key is not None:
+                    self._keys.put(name, key, Published(epoch, message.id, now))
             out.append((message, sink.audience(name)))
         # One yield lets the flush write to subscribers before the publisher's answer is built
         # and sent, which takes that answer off every delivery's latency.

@@ -23,6 +23,14 @@ class ChannelInfo(NamedTuple):
     buffered: int
 
 
+class Item(NamedTuple):
+    """One message to publish; `key` is its idempotency key (see `idempotency`), or None."""
+
+    channel: str
+    data: bytes
+    key: str | None = None
+
+
 class Sink(Protocol):
     """Where a broker reports (the hub)."""
 
@@ -63,9 +71,11 @@ class Broker(Protocol):
 
     async def close(self) -> None: ...
 
-    async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
+    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
         """Assign ids and store the messages; each reaches the sink through `append`. Returns
-        each message with the local audience it was handed to (counted before any await)."""
+        each message with the local audience it was handed to (counted before any await). An
+        item whose key was seen on its channel is not published: its original result is
+        returned. Raises `OutcomeUnknown` when the broker may have published without saying."""
 
     async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
         """Make sure the sink holds the current state of these channels, for a new subscription.

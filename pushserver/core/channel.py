@@ -9,7 +9,7 @@ from typing import Generic, TypeVar
 from ..wire.framing import Framing
 from .errors import InvalidInput
 from .messages import Event, Gap, Message
-from .positions import UNSTARTED, Position, cursor_part
+from .positions import Position, cursor_part, is_unstarted
 
 S = TypeVar("S")
 W = TypeVar("W")
@@ -25,6 +25,7 @@ class Channel(Generic[S, W]):
     """
 
     __slots__ = (
+        "born",
         "epoch",
         "history",
         "idle_since",
@@ -51,11 +52,14 @@ class Channel(Generic[S, W]):
         self.multi: set[S | W] = set()
         """Multi-channel subscribers (streams and polls) that include this channel."""
         self.idle_since = time.monotonic()
+        self.born: str | None = None
+        """The unstarted epoch this epoch began from, when it did: a cursor at (`born`, 0) was
+        taken before the first message and missed nothing."""
 
     @property
     def unstarted(self) -> bool:
         """Never published to: dropping it loses nothing, its epoch and ids start the same."""
-        return self.epoch == UNSTARTED
+        return is_unstarted(self.epoch)
 
     @property
     def subscriber_count(self) -> int:
@@ -72,9 +76,15 @@ class Channel(Generic[S, W]):
         self.sent_id = message.id
         self.sent_position = message.position
 
+    def start(self, epoch: str) -> None:
+        """The channel's epoch begins, or moves on (then an unstarted cursor is stale too)."""
+        self.born = self.epoch if self.unstarted and not is_unstarted(epoch) else None
+        self.epoch = epoch
+
     def reset(self, epoch: str, last_id: int) -> None:
         """Move to another epoch or past lost ids: nothing before `last_id` is buffered."""
-        self.epoch = epoch
+        if epoch != self.epoch:
+            self.start(epoch)
         self.last_id = self.sent_id = last_id
         self.sent_position = cursor_part(self.name, epoch, last_id)
         self.history.clear()
@@ -89,8 +99,8 @@ class Channel(Generic[S, W]):
         if position is None:
             return list(sent[len(sent) - history :]) if history > 0 else []
         epoch, seen = position
-        if epoch == UNSTARTED and seen == 0:
-            epoch = self.epoch  # joined before the first message: nothing was missed
+        if seen == 0 and epoch == self.born:
+            epoch = self.epoch  # joined before the first message of this epoch: nothing missed
         first = sent[0].id if sent else self.sent_id + 1
         after_gap = cursor_part(self.name, self.epoch, first - 1)
         if epoch != self.epoch:

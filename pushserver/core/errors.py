@@ -50,6 +50,20 @@ class Unavailable(PushError):
         super().__init__(code, message, retry_after)
 
 
+class OutcomeUnknown(Unavailable):
+    """The broker may or may not have done what was asked (it timed out after the request was
+    sent): a retry is safe only with the same idempotency key."""
+
+
+def outcome_unknown(name: str, retry_after: int = 2) -> OutcomeUnknown:
+    return OutcomeUnknown(
+        "outcome_unknown",
+        f"the {name} broker did not answer: the message may have been published; retry with "
+        "the same Idempotency-Key",
+        retry_after,
+    )
+
+
 def broker_down(name: str, retry_after: int = 2) -> Unavailable:
     """The one answer for a broker that cannot be reached."""
     return Unavailable("broker_down", f"{name} broker is unavailable", retry_after)

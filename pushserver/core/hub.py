@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from ..wire.framing import Framing, longpoll_body
-from .broker import Broker, ChannelInfo
+from .broker import Broker, ChannelInfo, Item
 from .channel import Channel
 from .messages import Event, Message, control
 from .positions import Position
@@ -110,9 +110,10 @@ class Hub:
 
     # -- what the web layer asks -------------------------------------------------------------
 
-    async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
-        """Publish through the broker; each message with the local audience it reached."""
-        return await self.broker.publish(items)
+    async def publish(self, items: Sequence[Item | tuple[str, bytes]]) -> list[tuple[Message, int]]:
+        """Publish through the broker; each message with the local audience it reached. A plain
+        `(channel, data)` pair is an item without an idempotency key."""
+        return await self.broker.publish([Item(*item) for item in items])
 
     async def open(
         self, names: Sequence[str], positions: Mapping[str, Position]
@@ -163,7 +164,8 @@ class Hub:
         if ch is None:  # dropped by the idle sweep meanwhile; nobody is held on it
             ch = Channel(message.channel, message.epoch, self.history_size, message.id - 1)
             self.channels[message.channel] = ch
-        ch.epoch = message.epoch  # an unstarted channel's first message gives it its epoch
+        if ch.epoch != message.epoch:
+            ch.start(message.epoch)  # an unstarted channel's first message gives it its epoch
         ch.last_id = message.id
         ch.history.append(message)
         ch.expire(self.history_ttl, message.ts)

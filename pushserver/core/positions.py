@@ -16,10 +16,21 @@ from .names import is_channel
 
 EPOCH_RE = re.compile(r"[A-Za-z0-9]{1,32}")
 ID_RE = re.compile(r"[0-9]{1,18}")
-UNSTARTED = "0"
-"""The epoch of a channel nobody has published to; no broker makes it for a real one. Its
-epoch starts with its first message, so a position (UNSTARTED, 0) means "before the first message"
-in whatever epoch that is, and a subscribe to an empty channel needs no lasting state."""
+UNSTARTED_PREFIX = "u"
+"""Starts the epoch of a channel nobody has published to, so a subscribe to an empty channel
+needs no lasting state. Real epochs are hex and never start with it."""
+
+
+def unstarted(generation: str) -> str:
+    """The unstarted epoch of a broker's generation (a memory broker's process, a Redis
+    database's life): a position (`unstarted(g)`, 0) means "before the first message" of a channel
+    whose first epoch began in generation `g`. A cursor from another generation (the server
+    restarted, Redis lost its data) is another epoch, so what it missed is announced as a gap."""
+    return UNSTARTED_PREFIX + generation
+
+
+def is_unstarted(epoch: str) -> bool:
+    return epoch.startswith(UNSTARTED_PREFIX)
 
 
 def cursor_part(channel: str, epoch: str, last_id: int) -> str:

@@ -12,6 +12,7 @@ from ..core.errors import (
     Forbidden,
     InvalidInput,
     NotFound,
+    OutcomeUnknown,
     PushError,
     TooLarge,
     TooMany,
@@ -27,6 +28,7 @@ STATUS: dict[type[PushError], int] = {
     TooLarge: 413,
     TooMany: 429,
     Unavailable: 503,
+    OutcomeUnknown: 504,
 }
 BEARER_CHALLENGE = {"WWW-Authenticate": 'Bearer realm="pushserver"'}
 

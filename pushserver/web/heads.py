@@ -25,7 +25,8 @@ from aiohttp import web
 from .state import STATE, ServerState
 
 HEAD_END = b"\r\n\r\n"
-KIND = "head"
+HEAD = "head"
+"""The kind under which unfinished heads are counted in the hub's connections."""
 LINGER = 2.0
 """Seconds a refused connection stays half-closed so that its client reads the answer: closing
 with its request unread would reset the connection and could lose the answer."""
@@ -57,7 +58,7 @@ class HeadGuard:
     def full(self, remote: str) -> tuple[int, str, str] | None:
         """Why a new connection is refused: unfinished heads already fill a limit."""
         settings, hub = self.state.settings, self.state.hub
-        heads = hub.connections[KIND]
+        heads = hub.connections[HEAD]
         if heads >= settings.max_connections:
             hub.stats.limits_hit["max_connections"] += 1
             return 503, "over_capacity", "too many connections with unfinished requests"
@@ -127,7 +128,7 @@ class HeadWatch(asyncio.Protocol):
         self.received, self.tail = 0, b""
         self.guard.watching[self.transport] = self
         self.guard.per_ip[self.remote] += 1
-        self.guard.state.hub.enter(KIND, self.remote)
+        self.guard.state.hub.enter(HEAD, self.remote)
 
     def finish(self) -> None:
         if self.counted:
@@ -136,7 +137,7 @@ class HeadWatch(asyncio.Protocol):
             per_ip[self.remote] -= 1
             if not per_ip[self.remote]:
                 del per_ip[self.remote]
-            self.guard.state.hub.leave(KIND, self.remote)
+            self.guard.state.hub.leave(HEAD, self.remote)
 
     def expect_next(self) -> None:
         self.between = True

@@ -7,7 +7,9 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from ..core.broker import Item
 from ..core.errors import InvalidInput, TooLarge, broker_down, draining
+from ..core.idempotency import check_key
 from ..core.messages import Message
 from ..core.names import parse_channel
 from . import ratelimit
@@ -78,8 +80,9 @@ async def publish_one(request: web.Request) -> web.Response:
     state = _prepare(request)
     channel = parse_channel(request.match_info["channel"])
     body = await read_body(request, state.settings.max_message_bytes)
+    key = check_key(request.headers.get("Idempotency-Key"), "Idempotency-Key")
     data = encode_data(body, _is_json(request))
-    [(message, subscribers)] = await state.hub.publish([(channel, data)])
+    [(message, subscribers)] = await state.hub.publish([Item(channel, data, key)])
     return _created(_result(message, subscribers))
 
 
@@ -106,6 +109,7 @@ async def publish_batch(request: web.Request) -> web.Response:
             raise TooLarge(
                 "too_large", f"item {n} is larger than {settings.max_message_bytes} bytes"
             )
-        batch.append((parse_channel(item["channel"]), data))
+        key = check_key(item.get("idempotency_key"), f"item {n}'s idempotency_key")
+        batch.append(Item(parse_channel(item["channel"]), data, key))
     published = await state.hub.publish(batch)
     return _created([_result(m, n) for m, n in published])

@@ -79,7 +79,7 @@ class FakeWaiter(Waiter):
 
 @pytest.fixture
 async def hub() -> Hub:
-    return Hub(MemoryBroker(), history_size=10, history_ttl=300, max_buffer_bytes=1000)
+    return Hub(MemoryBroker(300), history_size=10, history_ttl=300, max_buffer_bytes=1000)
 
 
 async def start(hub: Hub, names: list[str], cursor: dict[str, Position] | None = None) -> Start:

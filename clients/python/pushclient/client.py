@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
@@ -11,7 +13,14 @@ import orjson
 from yarl import URL
 
 from .backoff import Backoff
-from .errors import InvalidURL, NetworkError, PushError, error_from_response
+from .errors import (
+    InvalidURL,
+    NetworkError,
+    PushError,
+    ServerError,
+    TooManyRequests,
+    error_from_response,
+)
 from .models import PublishResult, ServerHints, check_channel, check_channels
 from .pollsize import DEFAULT_CAP
 from .subscription import Subscription
@@ -27,6 +36,9 @@ class PushClient:
     cap (`longpoll_max_messages`) comes from the same answer (100, the server's default, when
     `heartbeat` is given or the answer fails; the server caps a larger `limit` anyway).
     `max_retries` bounds consecutive failed attempts of a subscription (None: retry forever).
+    `publish_retries` is how often a publish is tried again after a network error, a 429 or a
+    5xx; every publish carries an idempotency key, the same on each try, so a retry never
+    publishes twice.
     """
 
     def __init__(
@@ -39,6 +51,7 @@ class PushClient:
         backoff: Backoff | None = None,
         poll_timeout: float = 30.0,
         request_timeout: float = 30.0,
+        publish_retries: int = 3,
     ) -> None:
         self.url = _base_url(url)
         self.publish_key = publish_key
@@ -47,6 +60,7 @@ class PushClient:
         self.backoff = backoff or Backoff()
         self.poll_timeout = poll_timeout
         self.request_timeout = request_timeout
+        self.publish_retries = publish_retries
         self._session: aiohttp.ClientSession | None = None
         self._hints: ServerHints | None = None
         self._closed = False
@@ -94,35 +108,54 @@ class PushClient:
             max_retries=self.max_retries,
         )
 
-    async def publish(self, channel: str, data: Any) -> PublishResult:
+    async def publish(
+        self, channel: str, data: Any, *, idempotency_key: str | None = None
+    ) -> PublishResult:
         """Publish one message. A `str` (or UTF-8 `bytes`) is sent as text and delivered as a
-        JSON string; anything else is sent as JSON and delivered as that value."""
+        JSON string; anything else is sent as JSON and delivered as that value. The
+        idempotency key is a new UUID unless given."""
         if isinstance(data, str | bytes):
             body, content_type = data, "text/plain; charset=utf-8"
         else:
             body, content_type = orjson.dumps(data), "application/json"
-        answer = await self._request(
-            "POST", f"pub/{check_channel(channel)}", body, {"Content-Type": content_type}
-        )
+        headers = {"Content-Type": content_type, "Idempotency-Key": idempotency_key or _key()}
+        answer = await self._publish(f"pub/{check_channel(channel)}", body, headers)
         return _receipt(answer)
 
     async def publish_many(
         self, items: Iterable[tuple[str, Any] | Mapping[str, Any]]
     ) -> list[PublishResult]:
         """Publish a batch, in order, in one request: `(channel, data)` pairs or
-        `{"channel": ..., "data": ...}` mappings. All are validated before any is published."""
+        `{"channel": ..., "data": ...}` mappings (with an optional `"idempotency_key"`, else a
+        new UUID). All are validated before any is published."""
         batch = [
-            {"channel": item["channel"], "data": item["data"]}
+            {
+                "channel": item["channel"],
+                "data": item["data"],
+                "idempotency_key": item.get("idempotency_key") or _key(),
+            }
             if isinstance(item, Mapping)
-            else {"channel": item[0], "data": item[1]}
+            else {"channel": item[0], "data": item[1], "idempotency_key": _key()}
             for item in items
         ]
         for item in batch:
             check_channel(item["channel"])
-        answer = await self._request(
-            "POST", "pub", orjson.dumps(batch), {"Content-Type": "application/json"}
+        answer = await self._publish(
+            "pub", orjson.dumps(batch), {"Content-Type": "application/json"}
         )
         return [_receipt(one) for one in answer]
+
+    async def _publish(self, path: str, body: bytes | str, headers: dict[str, str]) -> Any:
+        """POST a publish, trying again (same body, same keys) while the outcome may change."""
+        attempt = 0
+        while True:
+            try:
+                return await self._request("POST", path, body, headers)
+            except (NetworkError, ServerError, TooManyRequests) as exc:
+                attempt += 1
+                if attempt > self.publish_retries:
+                    raise
+                await asyncio.sleep(self.backoff.delay(attempt, exc.retry_after))
 
     async def channel(self, channel: str) -> dict[str, Any]:
         """`GET /channels/{channel}`: subscribers, last_id, buffered, epoch."""
@@ -196,6 +229,10 @@ class PushClient:
                 return resp.status, await resp.read(), resp.headers
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise NetworkError(f"cannot reach {self.url}: {exc or type(exc).__name__}") from exc
+
+
+def _key() -> str:
+    return str(uuid.uuid4())
 
 
 def _base_url(url: str) -> URL:

@@ -85,6 +85,13 @@ class ServiceUnavailable(ServerError):
     default_code = "unavailable"
 
 
+class OutcomeUnknown(ServerError):
+    """504 outcome_unknown: the message may have been published; `publish` retries it with the
+    same idempotency key, which is safe."""
+
+    default_code = "outcome_unknown"
+
+
 class ConnectionLost(PushError):
     """A subscription stopped for good; resume later from `cursor`."""
 
@@ -120,6 +127,7 @@ _BY_STATUS: dict[int, type[PushError]] = {
     413: PayloadTooLarge,
     429: TooManyRequests,
     503: ServiceUnavailable,
+    504: OutcomeUnknown,
 }
 
 

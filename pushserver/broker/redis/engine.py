@@ -25,13 +25,21 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...config import Settings
-from ...core.broker import ChannelInfo, Sink
-from ...core.errors import Unavailable, broker_down
+from ...core.broker import ChannelInfo, Item, Sink
+from ...core.errors import Unavailable, broker_down, outcome_unknown
 from ...core.messages import Message
-from ...core.positions import UNSTARTED, Position
+from ...core.positions import Position, unstarted
 from ..ordering import Sequencer
 from .link import BATCH, CLOSE_TIMEOUT, DOWN_ERRORS, Link
-from .scripts import PUBLISH_LUA, SYNC_LUA, history_key, meta_key, topic_prefix
+from .scripts import (
+    GENERATION_KEY,
+    PUBLISH_LUA,
+    SYNC_LUA,
+    history_key,
+    idempotency_key,
+    meta_key,
+    topic_prefix,
+)
 
 log = logging.getLogger("pushserver.redis")
 
@@ -65,6 +73,10 @@ def _fail(future: asyncio.Future[None]) -> None:
         future.exception()  # retrieved: nobody may be waiting
 
 
+def _failed(future: asyncio.Future[None]) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
 def _down() -> Unavailable:
     return broker_down("redis", RETRY_AFTER)
 
@@ -96,6 +108,8 @@ class RedisBroker:
         self._loop = asyncio.get_running_loop()
         self._background: set[asyncio.Task[None]] = set()
         self._sink: Sink | None = None
+        self._unstarted = unstarted("").encode()
+        """The unstarted epoch of the Redis database's generation, read at every connect."""
         self.link = Link(
             self.client, settings.redis, self._notified, self._subscribed, self._resync, self._lost
         )
@@ -127,6 +141,11 @@ class RedisBroker:
     async def _resync(self) -> int:
         """After a (re)connect: subscribe to every channel followed here, then read what was
         missed, in batches."""
+        await self.client.set(GENERATION_KEY, secrets.token_hex(5), nx=True)
+        generation = await self.client.get(GENERATION_KEY)
+        if not isinstance(generation, bytes):
+            raise RedisConnectionError("Redis lost the generation key as it was set")
+        self._unstarted = unstarted(generation.decode()).encode()
         records = list(self.records.values())
         for rec in records:
             rec.confirmed = self._loop.create_future()
@@ -143,35 +162,36 @@ class RedisBroker:
 
     # -- publishing ---------------------------------------------------------------------------
 
-    async def publish(self, items: Sequence[tuple[str, bytes]]) -> list[tuple[Message, int]]:
+    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
         if not self.link.up:
             raise _down()
-        ts = time.time()
         keys: list[str] = []
         args: list[Any] = [
             secrets.token_hex(5),
             self.history_size,
             self.history_ms,
             self.meta_ms,
-            repr(ts),
+            repr(time.time()),
             self.topic_prefix,
         ]
-        for name, data in items:
-            keys += (meta_key(name), history_key(name))
-            args += (name, data)
+        for name, data, key in items:
+            keys += (meta_key(name), history_key(name), idempotency_key(name, key or ""))
+            args += (name, data, key or "")
         try:
             assigned = await self._publish(keys=keys, args=args)
         except DOWN_ERRORS as exc:
+            # The script may have run before the reply was lost: only a retry with the same
+            # key can tell, so this is never answered as "not published".
             self.link.lose(exc)
-            raise _down() from None
+            raise outcome_unknown("redis", RETRY_AFTER) from None
         except RedisError as exc:
             log.warning("publish failed: %s", exc)
             raise _down() from None
         out = []
-        for (name, data), (epoch, id_) in zip(items, assigned, strict=True):
-            message = Message(name, epoch.decode(), int(id_), ts, data)
+        for (name, data, _), (epoch, id_, ts, repeat) in zip(items, assigned, strict=True):
+            message = Message(name, epoch.decode(), int(id_), float(ts), data)
             rec = self.records.get(name)
-            if rec is not None and rec.order.loaded:
+            if not repeat and rec is not None and rec.order.loaded:
                 rec.order.offer(message, fetch=False)
             out.append((message, self.sink.audience(name)))
         return out
@@ -229,13 +249,19 @@ class RedisBroker:
         rec = self.records.get(name)
         if rec is None:
             topic = (self.topic_prefix + name).encode()
-            confirmed = self._loop.create_future()
-            if not self.link.send("SUBSCRIBE", topic):
-                _fail(confirmed)
-            rec = self.records[name] = Listen(Sequencer(name, self.sink), topic, confirmed)
-            self.by_topic[topic] = rec
+            rec = Listen(Sequencer(name, self.sink), topic, self._subscribe(topic))
+            self.records[name] = self.by_topic[topic] = rec
+        elif _failed(rec.confirmed) and self.link.connected:
+            rec.confirmed = self._subscribe(rec.topic)  # a failed SUBSCRIBE is tried again
         self._touch(rec)
         return rec
+
+    def _subscribe(self, topic: bytes) -> asyncio.Future[None]:
+        """Send SUBSCRIBE; the future is its confirmation (failed at once when not connected)."""
+        confirmed = self._loop.create_future()
+        if not self.link.send("SUBSCRIBE", topic):
+            _fail(confirmed)
+        return confirmed
 
     @staticmethod
     def _behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
@@ -243,10 +269,11 @@ class RedisBroker:
         return position is not None and rec.order.behind(*position)
 
     async def _confirmed(self, records: Sequence[Listen]) -> None:
-        waiting = [r.confirmed for r in records if not r.confirmed.done()]
+        """Wait for the SUBSCRIBE confirmations. They are shared by every subscriber of a
+        channel, so a waiter that is cancelled (its client left) must leave them untouched:
+        `asyncio.wait` never cancels what it waits for."""
+        waiting = {r.confirmed for r in records if not r.confirmed.done()}
         if waiting:
-            # asyncio.wait never cancels what it waits for: a subscriber that leaves meanwhile
-            # must not cancel a confirmation every subscriber of the channel shares.
             _, pending = await asyncio.wait(waiting, timeout=CONFIRM_TIMEOUT)
             if pending:
                 raise RedisTimeoutError("Redis did not confirm SUBSCRIBE")
@@ -321,7 +348,7 @@ class RedisBroker:
                 rec.order.done_reading()
         again = []
         for rec, (_, after), (found, last, entries) in zip(records, froms, results, strict=True):
-            current: bytes = found or UNSTARTED.encode()  # never published to: no keys in Redis
+            current: bytes = found or self._unstarted  # never published to: no keys in Redis
             ordered = reversed(entries) if after < 0 else entries
             messages = self._messages(rec.name, current, ordered)
             if rec.order.apply(current.decode(), int(last), messages):

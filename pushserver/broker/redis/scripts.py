@@ -18,6 +18,16 @@ def history_key(name: str) -> str:
     return f"pushserver:h:{name}"
 
 
+def idempotency_key(name: str, key: str) -> str:
+    """A hash: the epoch `e`, id `i` and ts `t` a keyed publish produced (see PUBLISH_LUA)."""
+    return f"pushserver:k:{name}|{key}"  # `|` is never in a channel name
+
+
+GENERATION_KEY = "pushserver:generation"
+"""One key per database, set once: a new value means Redis lost its data (see
+`core.positions.unstarted`)."""
+
+
 def topic_prefix(db: int) -> str:
     """Notifications are per database, so two servers on one Redis with other dbs never mix."""
     return f"pushserver:{db}:"
@@ -37,22 +47,38 @@ local function epoch_of(meta, hist, candidate)
 end
 """
 
-# KEYS: meta, history per item. ARGV: epoch candidate, history size, history ttl ms, meta ttl ms,
-# ts, topic prefix, then name, data per item.
+# KEYS: meta, history, idempotency key per item. ARGV: epoch candidate, history size, history
+# ttl ms, meta ttl ms, ts, topic prefix, then name, data, idempotency key ('' = none) per item.
+# An item whose key is remembered is not published: its original epoch, id and ts come back,
+# flagged 1. Checking and remembering the key in the same script as the publish is what makes
+# a retry after an unknown outcome safe.
 PUBLISH_LUA = (
     EPOCH_LUA
     + """
 local out = {}
-for k = 1, (#ARGV - 6) / 2 do
-  local meta, hist = KEYS[2 * k - 1], KEYS[2 * k]
-  local name, data = ARGV[5 + 2 * k], ARGV[6 + 2 * k]
-  local epoch = epoch_of(meta, hist, ARGV[1])
-  local id = redis.call('HINCRBY', meta, 'i', 1)
-  redis.call('XADD', hist, 'MAXLEN', '~', ARGV[2], id .. '-0', 't', ARGV[5], 'd', data)
-  redis.call('PEXPIRE', hist, ARGV[3])
-  redis.call('PEXPIRE', meta, ARGV[4])
-  redis.call('PUBLISH', ARGV[6] .. name, epoch .. '\\n' .. id .. '\\n' .. ARGV[5] .. '\\n' .. data)
-  out[k] = {epoch, id}
+for k = 1, (#ARGV - 6) / 3 do
+  local meta, hist, seen_key = KEYS[3 * k - 2], KEYS[3 * k - 1], KEYS[3 * k]
+  local name, data, keyed = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k] ~= ''
+  local seen = {false}
+  if keyed then
+    seen = redis.call('HMGET', seen_key, 'e', 'i', 't')
+  end
+  if seen[1] then
+    out[k] = {seen[1], seen[2], seen[3], 1}
+  else
+    local epoch = epoch_of(meta, hist, ARGV[1])
+    local id = redis.call('HINCRBY', meta, 'i', 1)
+    redis.call('XADD', hist, 'MAXLEN', '~', ARGV[2], id .. '-0', 't', ARGV[5], 'd', data)
+    redis.call('PEXPIRE', hist, ARGV[3])
+    redis.call('PEXPIRE', meta, ARGV[4])
+    local note = epoch .. '\\n' .. id .. '\\n' .. ARGV[5] .. '\\n' .. data
+    redis.call('PUBLISH', ARGV[6] .. name, note)
+    if keyed then
+      redis.call('HSET', seen_key, 'e', epoch, 'i', id, 't', ARGV[5])
+      redis.call('PEXPIRE', seen_key, ARGV[3])
+    end
+    out[k] = {epoch, id, ARGV[5], 0}
+  end
 end
 return out
 """
@@ -61,8 +87,8 @@ return out
 # KEYS: meta, history. ARGV: meta ttl ms, after id (-1 = the last N), N, the epoch `after`
 # belongs to. When the channel is in another epoch now (Redis lost it and it came back),
 # everything the new epoch buffers is read: none of it was seen. A channel nobody published to
-# has no keys and gets none: its epoch is false (the reader's `UNSTARTED`) until its first
-# message, so subscribing leaves nothing behind in Redis.
+# has no keys and gets none: its epoch is false (the reader's unstarted epoch of this database's
+# generation) until its first message, so subscribing leaves nothing behind in Redis.
 SYNC_LUA = """
 local epoch = redis.call('HGET', KEYS[1], 'e')
 if not epoch then

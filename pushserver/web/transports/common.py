@@ -19,6 +19,7 @@ from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscrip
 from ...core.tokens import verify
 from ...wire.framing import Framing
 from ..handoff import hand_off
+from ..heads import HEAD, HEADS
 from ..state import STATE, ServerState
 
 S = TypeVar("S", bound=Subscription)
@@ -37,6 +38,18 @@ class SubscribeRequest:
     remote: str
     expires: float | None
     """When the subscribe token expires (epoch seconds); None without --subscribe-secret."""
+    reserved: bool = True
+    """Whether this request still holds its connection slot (counted by `subscribe_request`)."""
+
+    def hand_over(self) -> None:
+        """The slot now belongs to a registered subscriber, which gives it back when it goes."""
+        self.reserved = False
+
+    def release(self) -> None:
+        """Give the slot back unless a subscriber took it; safe to call any number of times."""
+        if self.reserved:
+            self.reserved = False
+            self.state.hub.leave(self.kind, self.remote)
 
 
 def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
@@ -56,7 +69,8 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
 def subscribe_request(
     request: web.Request, kind: str, cursor: str | None = None
 ) -> SubscribeRequest:
-    """Parse and check a subscribe request; raises PushError for anything a client must fix."""
+    """Parse and check a subscribe request and reserve its connection slot; raises PushError
+    for anything a client must fix. The caller must `release()` the slot in a `finally`."""
     state = request.app[STATE]
     settings = state.settings
     if state.draining:
@@ -75,17 +89,23 @@ def subscribe_request(
         )
     remote = request.remote or "-"
     hub = state.hub
-    if hub.connection_total >= settings.max_connections:
+    # Other connections still sending their heads are bounded when they are accepted
+    # (`heads.HeadGuard`); counting them here would refuse a subscriber for a mere admin request
+    # that happens to be arriving at the same moment.
+    heads = request.app.get(HEADS)
+    heads_here = 0 if heads is None else heads.per_ip[remote]
+    if hub.connection_total - hub.connections[HEAD] >= settings.max_connections:
         hub.stats.limits_hit["max_connections"] += 1
         raise Unavailable(
             "over_capacity", f"server holds its maximum of {settings.max_connections} connections"
         )
     per_ip = settings.max_connections_per_ip
-    if per_ip and hub.per_ip[remote] >= per_ip:
+    if per_ip and hub.per_ip[remote] - heads_here >= per_ip:
         hub.stats.limits_hit["max_connections_per_ip"] += 1
         raise TooMany(
             "too_many_connections", f"at most {per_ip} held connections per client address"
         )
+    hub.enter(kind, remote)  # reserved before any await, so concurrent requests see it
     return SubscribeRequest(state, kind, channels, positions, history, remote, expires)
 
 
@@ -213,7 +233,7 @@ def take_over(
         sub_req.state.hub.release(sub.channels)
         return None
     state = sub_req.state
-    state.hub.enter(sub.framing.name, sub.remote)
+    sub_req.hand_over()
     state.expiry.add(sub, sub_req.expires)
     sub.catch_up(events)
     return handed

@@ -42,16 +42,21 @@ async def serve_held(
 ) -> web.StreamResponse:
     """Check the request, send the head and hand the connection to a `HeldStream`."""
     sub_req = subscribe_request(request, kind, cursor)
-    pad = int_param(request, "pad", 0, 0, sub_req.state.settings.max_pad)
-    chunked, plain = framings
-    framing = chunked if request.version >= HttpVersion11 else plain
-    channels = await open_channels(sub_req)
-    response = web.StreamResponse(headers=HEADERS)
-    response.content_type = content_type
-    response.force_close()  # announced up front: clients must not reuse a held connection
-    await response.prepare(request)
-    # The first write sends the headers; from here on everything goes straight to the transport.
-    await response.write(framing.comment(b" " * pad))
-    sub, events = begin(sub_req, channels, HeldStream, request.transport, framing, sub_req.state)
-    handed = take_over(request, sub_req, sub, events)
+    try:
+        pad = int_param(request, "pad", 0, 0, sub_req.state.settings.max_pad)
+        chunked, plain = framings
+        framing = chunked if request.version >= HttpVersion11 else plain
+        channels = await open_channels(sub_req)
+        response = web.StreamResponse(headers=HEADERS)
+        response.content_type = content_type
+        response.force_close()  # announced up front: clients must not reuse a held connection
+        await response.prepare(request)
+        # The first write sends the headers; from here on everything goes to the transport.
+        await response.write(framing.comment(b" " * pad))
+        sub, events = begin(
+            sub_req, channels, HeldStream, request.transport, framing, sub_req.state
+        )
+        handed = take_over(request, sub_req, sub, events)
+    finally:
+        sub_req.release()
     return response if handed is None else handed

@@ -55,9 +55,9 @@ def _callback(request: web.Request) -> str | None:
 
 
 def hold(state: ServerState, poll: Waiter, timeout: float) -> asyncio.TimerHandle:
-    """Register a waiting poll and start its hold time; `let_go` undoes both."""
+    """Register a waiting poll and start its hold time; `let_go` undoes both and gives back the
+    connection slot the poll took over from its request."""
     state.hub.add_waiter(poll)
-    state.hub.enter("longpoll", poll.remote)
     return asyncio.get_running_loop().call_later(timeout, poll.expire)
 
 
@@ -173,29 +173,33 @@ async def wait_direct(request: web.Request, poll: DirectPoll, timeout: float) ->
 async def handle(request: web.Request) -> web.StreamResponse:
     sub_req = subscribe_request(request, "longpoll")
     state = sub_req.state
-    timeout = _timeout(request, state.settings.default_timeout, state.settings.max_timeout)
-    if sub_req.expires is not None:  # a poll is answered, with its cursor, when its token expires
-        timeout = min(timeout, max(0.0, sub_req.expires - time.time()))
-    callback = _callback(request)
-    bound = _bound(request, state)
-    channels = await open_channels(sub_req)
-    poll: Waiter
-    if answers_directly(request):
-        poll, events = begin(sub_req, channels, DirectPoll, bound, request.transport, state)
-    else:
-        poll, events = begin(sub_req, channels, AwaitedPoll, bound)
-    if events or timeout == 0:
-        state.hub.release(poll.channels)  # answered at once: nothing stays held
-        body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
-    elif isinstance(poll, DirectPoll):
-        return await wait_direct(request, poll, timeout)
-    else:
-        assert isinstance(poll, AwaitedPoll)
-        timer = hold(state, poll, timeout)
-        try:
-            body = await poll.future
-        finally:
-            let_go(state, poll, timer)
+    try:
+        timeout = _timeout(request, state.settings.default_timeout, state.settings.max_timeout)
+        if sub_req.expires is not None:  # answered, with its cursor, when its token expires
+            timeout = min(timeout, max(0.0, sub_req.expires - time.time()))
+        callback = _callback(request)
+        bound = _bound(request, state)
+        channels = await open_channels(sub_req)
+        poll: Waiter
+        if answers_directly(request):
+            poll, events = begin(sub_req, channels, DirectPoll, bound, request.transport, state)
+        else:
+            poll, events = begin(sub_req, channels, AwaitedPoll, bound)
+        if events or timeout == 0:
+            state.hub.release(poll.channels)  # answered at once: nothing stays held
+            body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
+        else:
+            sub_req.hand_over()  # to the held poll, whose `let_go` gives the slot back
+            if isinstance(poll, DirectPoll):
+                return await wait_direct(request, poll, timeout)
+            assert isinstance(poll, AwaitedPoll)
+            timer = hold(state, poll, timeout)
+            try:
+                body = await poll.future
+            finally:
+                let_go(state, poll, timer)
+    finally:
+        sub_req.release()
     if callback is None:
         return web.Response(body=body, content_type="application/json", headers=HEADERS)
     return web.Response(

@@ -113,12 +113,15 @@ def version_refusal(request: web.Request) -> web.Response | None:
 
 async def handle(request: web.Request) -> web.StreamResponse:
     sub_req = subscribe_request(request, "ws")
-    refusal = version_refusal(request)
-    if refusal is not None:
-        return refusal
-    channels = await open_channels(sub_req)
-    ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
-    await ws.prepare(request)
-    sub, events = begin(sub_req, channels, HeldWs, request.transport, sub_req.state)
-    handed = take_over(request, sub_req, sub, events, 101)
+    try:
+        refusal = version_refusal(request)
+        if refusal is not None:
+            return refusal
+        channels = await open_channels(sub_req)
+        ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
+        await ws.prepare(request)
+        sub, events = begin(sub_req, channels, HeldWs, request.transport, sub_req.state)
+        handed = take_over(request, sub_req, sub, events, 101)
+    finally:
+        sub_req.release()
     return ws if handed is None else handed
