@@ -134,14 +134,15 @@ async def test_multi_channel_streams_get_every_channel_in_publish_order_with_own
     await hub.publish([("a", b"1"), ("b", b"2"), ("c", b"3"), ("a", b"4")])
 
     ea, eb, ec = (epoch(hub, n) for n in "abc")
+    u = hub.channels["b"].born  # the unstarted epoch b and c were subscribed in
     got = [(m["channel"], m["data"], m["cursor"]) for m in ab.transport.lines()]
     assert got == [
-        ("a", 1, f"a:{ea}:1,b:0:0"),  # b not published to yet: its "0" epoch
+        ("a", 1, f"a:{ea}:1,b:{u}:0"),  # b not published to yet: its unstarted epoch
         ("b", 2, f"a:{ea}:1,b:{eb}:1"),
         ("a", 4, f"a:{ea}:2,b:{eb}:1"),
     ]
     got = [(m["channel"], m["data"], m["cursor"]) for m in bc.transport.lines()]
-    assert got == [("b", 2, f"b:{eb}:1,c:0:0"), ("c", 3, f"b:{eb}:1,c:{ec}:1")]
+    assert got == [("b", 2, f"b:{eb}:1,c:{u}:0"), ("c", 3, f"b:{eb}:1,c:{ec}:1")]
     assert ab.cursor == f"a:{ea}:2,b:{eb}:1"
 
 
