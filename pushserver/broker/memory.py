@@ -26,6 +26,7 @@ class MemoryBroker:
 
     def __init__(self, history_ttl: float) -> None:
         self._boot = secrets.token_hex(4)
+        self.unstarted = unstarted(self._boot)
         self._keys = KeyMemory(history_ttl)
         self._counter = itertools.count(1)
         self._sink: Sink | None = None
@@ -41,7 +42,7 @@ class MemoryBroker:
     def _state(self, name: str) -> Position:
         state = self.sink.state(name)
         if state is None:
-            state = Position(unstarted(self._boot), 0)
+            state = Position(self.unstarted, 0)
             self.sink.load(name, state.epoch, 0, ())
         return state
 

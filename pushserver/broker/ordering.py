@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from ..core.broker import Sink
 from ..core.messages import Message
+from ..core.positions import is_unstarted
 
 
 class Sequencer:
@@ -57,6 +58,11 @@ class Sequencer:
                     self._append(message)
                     return False
             elif message.epoch in self.retired:
+                return False
+            elif message.id == 1 and is_unstarted(self.epoch):
+                # The channel's first message: nothing comes before it, no read is needed.
+                self.epoch = message.epoch
+                self._append(message)
                 return False
         if not fetch:
             return False

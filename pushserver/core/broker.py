@@ -59,6 +59,10 @@ class Sink(Protocol):
 
 class Broker(Protocol):
     name: str
+    unstarted: str
+    """The unstarted epoch of the broker's current generation (`core.positions.unstarted`):
+    every epoch it holds began in this generation, so a cursor at (`unstarted`, 0) missed none
+    of its messages."""
 
     @property
     def healthy(self) -> bool:

@@ -53,8 +53,8 @@ class Channel(Generic[S, W]):
         """Multi-channel subscribers (streams and polls) that include this channel."""
         self.idle_since = time.monotonic()
         self.born: str | None = None
-        """The unstarted epoch this epoch began from, when it did: a cursor at (`born`, 0) was
-        taken before the first message and missed nothing."""
+        """The unstarted epoch of the broker generation this epoch began in: a cursor at
+        (`born`, 0) was taken before the channel's first message and missed nothing of it."""
 
     @property
     def unstarted(self) -> bool:
@@ -76,15 +76,9 @@ class Channel(Generic[S, W]):
         self.sent_id = message.id
         self.sent_position = message.position
 
-    def start(self, epoch: str) -> None:
-        """The channel's epoch begins, or moves on (then an unstarted cursor is stale too)."""
-        self.born = self.epoch if self.unstarted and not is_unstarted(epoch) else None
-        self.epoch = epoch
-
     def reset(self, epoch: str, last_id: int) -> None:
         """Move to another epoch or past lost ids: nothing before `last_id` is buffered."""
-        if epoch != self.epoch:
-            self.start(epoch)
+        self.epoch = epoch
         self.last_id = self.sent_id = last_id
         self.sent_position = cursor_part(self.name, epoch, last_id)
         self.history.clear()

@@ -156,6 +156,7 @@ class Hub:
 
     def load(self, name: str, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
         ch = self.channels[name] = Channel(name, epoch, self.history_size, last_id)
+        ch.born = self.broker.unstarted
         ch.history.extend(m for m in messages if m.id <= last_id)
         ch.expire(self.history_ttl)
 
@@ -163,9 +164,10 @@ class Hub:
         ch = self.channels.get(message.channel)
         if ch is None:  # dropped by the idle sweep meanwhile; nobody is held on it
             ch = Channel(message.channel, message.epoch, self.history_size, message.id - 1)
+            ch.born = self.broker.unstarted
             self.channels[message.channel] = ch
-        if ch.epoch != message.epoch:
-            ch.start(message.epoch)  # an unstarted channel's first message gives it its epoch
+        if ch.epoch != message.epoch:  # an unstarted channel's first message gives it its epoch
+            ch.epoch, ch.born = message.epoch, self.broker.unstarted
         ch.last_id = message.id
         ch.history.append(message)
         ch.expire(self.history_ttl, message.ts)
@@ -183,6 +185,7 @@ class Hub:
         if epoch != ch.epoch:
             log.debug("channel %r: new epoch %s (history lost)", name, epoch)
         ch.reset(epoch, last_id)
+        ch.born = self.broker.unstarted
         ch.history.extend(m for m in messages if m.id <= last_id)
         ch.expire(self.history_ttl)
         self._announce(ch, ch.backlog(position, 0))

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pushserver.broker.ordering import Sequencer
 from pushserver.core.broker import ChannelInfo
 from pushserver.core.messages import Message
-from pushserver.core.positions import Position
+from pushserver.core.positions import Position, unstarted
 
 Call = tuple[object, ...]
 
@@ -164,3 +164,11 @@ def test_a_cursor_from_another_node_ahead_of_this_one_is_behind() -> None:
     assert order.behind("e1", 4)
     assert not order.behind("e1", 3)
     assert order.behind("e9", 1)  # an epoch this node has not seen yet
+
+
+def test_the_first_message_of_an_unstarted_channel_needs_no_read() -> None:
+    order, sink = loaded(0, unstarted("g"))
+    assert order.offer(msg(1, "e1")) is False  # applied at once, in the order it came
+    assert order.offer(msg(2, "e1")) is False
+    assert sink.calls == [("append", "e1", 1), ("append", "e1", 2)]
+    assert order.epoch == "e1"

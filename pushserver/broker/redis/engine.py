@@ -108,7 +108,7 @@ class RedisBroker:
         self._loop = asyncio.get_running_loop()
         self._background: set[asyncio.Task[None]] = set()
         self._sink: Sink | None = None
-        self._unstarted = unstarted("").encode()
+        self.unstarted = unstarted("")
         """The unstarted epoch of the Redis database's generation, read at every connect."""
         self.link = Link(
             self.client, settings.redis, self._notified, self._subscribed, self._resync, self._lost
@@ -145,7 +145,7 @@ class RedisBroker:
         generation = await self.client.get(GENERATION_KEY)
         if not isinstance(generation, bytes):
             raise RedisConnectionError("Redis lost the generation key as it was set")
-        self._unstarted = unstarted(generation.decode()).encode()
+        self.unstarted = unstarted(generation.decode())
         records = list(self.records.values())
         for rec in records:
             rec.confirmed = self._loop.create_future()
@@ -348,7 +348,7 @@ class RedisBroker:
                 rec.order.done_reading()
         again = []
         for rec, (_, after), (found, last, entries) in zip(records, froms, results, strict=True):
-            current: bytes = found or self._unstarted  # never published to: no keys in Redis
+            current: bytes = found or self.unstarted.encode()  # never published to: no keys
             ordered = reversed(entries) if after < 0 else entries
             messages = self._messages(rec.name, current, ordered)
             if rec.order.apply(current.decode(), int(last), messages):
