@@ -1,21 +1,21 @@
 """`GET /ws/{channels}`: WebSocket, one JSON text frame per event.
 
-aiohttp checks the request and answers the handshake; then the connection is handed off (see
-`handoff`) to a `HeldWs`, the transport's protocol and the hub's subscriber in one object. It
+The front end checks the request and answers the handshake (`front.handshake`); then a `HeldWs`,
+the transport's protocol and the hub's subscriber in one object, takes the connection. It
 answers pings and the close handshake and ignores data frames.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-from aiohttp import WSCloseCode, web
+from aiohttp import WSCloseCode
 
 from ...core.subscription import Start
 from ...wire.framing import WEBSOCKET
 from ...wire.websocket import (
     CLOSE,
-    MAX_FRAME,
     PING,
     PONG,
     FrameError,
@@ -23,8 +23,13 @@ from ...wire.websocket import (
     close_frame,
     frame,
 )
+from ..front.handshake import accept
+from ..front.head import RequestHead
 from ..state import ServerState
 from .common import HeldSubscriber, begin, open_channels, subscribe_request, take_over
+
+if TYPE_CHECKING:
+    from ..front.protocol import FrontProtocol
 
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
 CLOSE_WAIT = 5.0
@@ -32,7 +37,7 @@ CLOSE_WAIT = 5.0
 
 
 class HeldWs(HeldSubscriber):
-    """A handed-off WebSocket subscriber; `unread` holds a frame still arriving."""
+    """A held WebSocket subscriber; `unread` holds a frame still arriving."""
 
     __slots__ = ("closing", "unread")
 
@@ -73,11 +78,15 @@ class HeldWs(HeldSubscriber):
         asyncio.get_running_loop().call_later(CLOSE_WAIT, transport.abort)
 
 
-async def handle(request: web.Request) -> web.StreamResponse:
-    sub_req = subscribe_request(request, "ws")
-    channels = await open_channels(sub_req)
-    ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
-    await ws.prepare(request)
-    sub, events = begin(sub_req, channels, HeldWs, request.transport, sub_req.state)
-    handed = take_over(request, sub_req, sub, events, 101)
-    return ws if handed is None else handed
+async def handle(conn: FrontProtocol, head: RequestHead) -> None:
+    sub_req = subscribe_request(conn.front.state, head, conn.remote(head), "ws")
+    channels = await open_channels(sub_req)  # a bad cursor is refused before the handshake
+    key_accept = accept(head)
+    upgraded = conn.upgrade(head, key_accept)
+    if upgraded is None:
+        return
+    transport, rest = upgraded
+    sub, events = begin(sub_req, channels, HeldWs, transport, sub_req.state)
+    take_over(transport, sub_req, sub, events)
+    if rest:
+        sub.data_received(rest)
