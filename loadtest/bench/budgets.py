@@ -21,8 +21,8 @@ IDLE_PROCESSES = 4
 IDLE_CHANNELS = 100
 FAN_PUBLISHERS = 10
 IDLE_SECONDS = 2.0
-"""How long the connections are held before RSS is read: a waiting long-poll is handed off from
-aiohttp after 1 s (`transports.longpoll.HAND_OFF_AFTER`)."""
+"""How long the connections are held before RSS is read, so what connecting allocated and
+freed has settled."""
 
 
 async def _held(url: str, n: int, timeout: float = 120) -> dict:

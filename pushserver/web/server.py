@@ -16,6 +16,7 @@ from ..config import FILES_RESERVED, ConfigError, Settings
 from ..monitor.gcmonitor import GcMonitor
 from . import logfilter
 from .app import create_app
+from .front import SUBSCRIBE_KINDS
 from .front.protocol import Front, FrontProtocol
 from .state import STATE, ServerState
 from .transports import longpoll, sse, stream, ws
@@ -107,7 +108,8 @@ async def start_serving(app: web.Application, sock: socket.socket) -> Serving:
     )
     await runner.setup()
     assert runner.server is not None
-    handlers = {"lp": longpoll.handle, "stream": stream.handle, "sse": sse.handle, "ws": ws.handle}
+    transports = (longpoll.handle, stream.handle, sse.handle, ws.handle)
+    handlers = dict(zip(SUBSCRIBE_KINDS, transports, strict=True))
     front = Front(state, runner.server, handlers)
     listener = await asyncio.get_running_loop().create_server(
         lambda: FrontProtocol(front), sock=sock, backlog=4096

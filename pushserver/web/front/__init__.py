@@ -5,5 +5,7 @@ and the transports it hands them to; every other request is passed, with the byt
 to aiohttp through its public protocol factory (`web.Server`), over a `conduit.Conduit`.
 """
 
-SUBSCRIBE_ROUTES = ("/lp/{channels}", "/stream/{channels}", "/sse/{channels}", "/ws/{channels}")
+SUBSCRIBE_KINDS = ("lp", "stream", "sse", "ws")
+"""The first path segment of each subscribe transport, in `web.server`'s order of handlers."""
+SUBSCRIBE_ROUTES = tuple(f"/{kind}/{{channels}}" for kind in SUBSCRIBE_KINDS)
 """The paths the front end serves itself (aiohttp has no route for them)."""

@@ -40,7 +40,7 @@ class RequestHead:
 class HeadParser:
     """Parses heads one at a time with one reused llhttp parser (a new one costs more than a
     parse); replaced whenever a head leaves it expecting more than a head (a body, an
-    upgrade, an error)."""
+    upgrade, an error) or refusing more (not kept alive)."""
 
     __slots__ = ("complete", "fields", "max_field", "max_line", "parser", "url")
 
@@ -74,7 +74,7 @@ class HeadParser:
                 raise HeadError(400, "malformed request head") from None
             return self._head(len(data))
         finally:
-            if not self.complete:
+            if not self.complete or not parser.should_keep_alive():
                 self.parser = httptools.HttpRequestParser(self)
 
     def _head(self, size: int) -> RequestHead:
