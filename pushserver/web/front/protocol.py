@@ -363,6 +363,8 @@ class FrontProtocol(asyncio.Protocol):
             return
         length = None if status == 204 else len(body)
         headers = headers + self._cors(head)
+        if head.method == "HEAD":  # the head of the answer a GET would get, without its body
+            body = b""
         transport.write(answer.head(status, headers, head.version, head.keep_alive, length) + body)
         self.logged(head, status, len(body))
 
