@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from ...core.errors import PushError
 from .. import limits
@@ -44,6 +44,14 @@ HEAD_FIELDS = 4
 """A head may take the request line's limit plus this many header fields' limits in bytes."""
 
 Handler = Callable[["FrontProtocol", RequestHead], Awaitable[None]]
+
+
+class Expiring(Protocol):
+    """A long-poll as the connection holding it sees it."""
+
+    def expire(self) -> None: ...
+
+    def lost(self) -> None: ...
 
 
 class Front:
@@ -106,15 +114,17 @@ class FrontProtocol(asyncio.Protocol):
 
     def __init__(self, front: Front) -> None:
         self.front = front
-        self.buffer = bytearray()
+        self.buffer = b""
+        """Bytes read and not yet used: immutable, so an idle connection holds none of its own
+        and a request read in one piece is used without a copy."""
         self.state = HEAD
         self.http: asyncio.Protocol | None = None
         self.conduit: Conduit | None = None
         self.body_left = 0
         self.http_done = False
         self.paused = False
-        self.poll: object | None = None
-        """A held long-poll on this connection: told (`lost`) when the client leaves."""
+        self.poll: Expiring | None = None
+        """A long-poll held on this connection."""
         self.task: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.deadline = 0.0
@@ -140,7 +150,7 @@ class FrontProtocol(asyncio.Protocol):
                 self.front.loop.call_soon(self._after_http)
             if not data:
                 return
-        self.buffer += data
+        self.buffer = self.buffer + data if self.buffer else data
         if self.state == HEAD:
             self._next()
         elif not self.paused:
@@ -171,17 +181,17 @@ class FrontProtocol(asyncio.Protocol):
             http.connection_lost(exc)
         poll, self.poll = self.poll, None
         if poll is not None:
-            poll.lost()  # type: ignore[attr-defined]
+            poll.lost()
 
     # -- reading heads -----------------------------------------------------------------------
 
     def _next(self) -> None:
         """Serve the requests in the buffer, one at a time, while the connection reads heads."""
         front = self.front
-        buf = self.buffer
         while self.state == HEAD:
-            while buf.startswith(b"\r\n"):  # tolerated between requests, as aiohttp does
-                del buf[:2]
+            buf = self.buffer
+            if buf.startswith(b"\r\n"):  # tolerated between requests, as aiohttp does
+                buf = self.buffer = buf.lstrip(b"\r\n")
             end = buf.find(HEAD_END)
             size = end + len(HEAD_END)
             if end < 0 and len(buf) <= front.head_limit:
@@ -191,7 +201,7 @@ class FrontProtocol(asyncio.Protocol):
                 self._refuse(431, "request head too large")
                 return
             try:
-                head = front.heads.parse(bytes(buf[:size]))
+                head = front.heads.parse(buf[:size])
             except HeadError as exc:
                 self._refuse(exc.status, exc.message)
                 return
@@ -199,7 +209,7 @@ class FrontProtocol(asyncio.Protocol):
             if handler is None:
                 self._forward(head)
                 continue
-            del buf[:size]
+            self.buffer = buf[size:]
             self._detach_http()
             if head.body_length:
                 self._refuse(400, "a subscribe request has no body")
@@ -208,20 +218,36 @@ class FrontProtocol(asyncio.Protocol):
             self._serve(handler, head)
 
     def _arm(self) -> None:
-        """(Re)start the wait for the next head: `--request-timeout`, one timer reused."""
+        """(Re)start the wait for the next head: `--request-timeout`."""
         front = self.front
-        self.deadline = front.loop.time() + front.timeout
-        if self.timer is None:
-            self.timer = front.loop.call_at(self.deadline, self._expire)
+        self._wake_at(front.loop.time() + front.timeout)
+
+    def hold(self, poll: Expiring, timeout: float) -> None:
+        """Hold `poll` on this connection: told when the client leaves (`lost`), and expired
+        (`expire`) after `timeout` seconds unless answered first."""
+        self.poll = poll
+        self._wake_at(self.front.loop.time() + timeout)
+
+    def _wake_at(self, deadline: float) -> None:
+        """One timer per connection, for the idle wait and a held poll's hold time alike: moved
+        earlier when needed, else left to fire and look at `deadline` then."""
+        self.deadline = deadline
+        timer = self.timer
+        if timer is not None and timer.when() <= deadline:
+            return
+        if timer is not None:
+            timer.cancel()
+        self.timer = self.front.loop.call_at(deadline, self._expire)
 
     def _expire(self) -> None:
         self.timer = None
-        if self.state != HEAD:
-            return
-        if self.front.loop.time() < self.deadline:
-            self.timer = self.front.loop.call_at(self.deadline, self._expire)
-        else:
+        loop = self.front.loop
+        if loop.time() < self.deadline:
+            self.timer = loop.call_at(self.deadline, self._expire)
+        elif self.state == HEAD:
             self.transport.close()
+        elif self.poll is not None:
+            self.poll.expire()
 
     def _resume(self) -> None:
         if self.paused:
@@ -243,15 +269,13 @@ class FrontProtocol(asyncio.Protocol):
             self.conduit = Conduit(self)
             self.http = self.front.http()
             self.http.connection_made(self.conduit)
-        buf = self.buffer
+        data = self.buffer
         if head.body_length < 0:
             self.state = PIPE
-            data = bytes(buf)
-            buf.clear()
+            self.buffer = b""
         else:
             end = head.size + head.body_length
-            data = bytes(buf[:end])
-            del buf[:end]
+            data, self.buffer = data[:end], data[end:]
             self.body_left = end - len(data)
             self.state = FORWARD
         self.http_done = False
@@ -429,7 +453,6 @@ class FrontProtocol(asyncio.Protocol):
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        rest = bytes(self.buffer)
-        self.buffer.clear()
+        rest, self.buffer = self.buffer, b""
         self._resume()
         return self.transport, rest

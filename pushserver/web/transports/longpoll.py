@@ -8,7 +8,6 @@ a kept-alive connection reads its next request on the same protocol."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -61,22 +60,23 @@ class Poll(Waiter):
     """A long-poll on a front-end connection; answered once (`answered`), by the fan-out, its
     hold time running out, a drain, or not at all when the client leaves first (`lost`)."""
 
-    __slots__ = ("answered", "callback", "conn", "head", "timer")
+    __slots__ = ("answered", "callback", "conn", "head")
 
     def __init__(
         self,
         start: Start,
         bound: Bound,
         conn: FrontProtocol,
-        head: RequestHead,
+        head: RequestHead | None,
         callback: str | None,
     ) -> None:
         super().__init__(start, bound)
         self.conn = conn
         self.head = head
+        """What the answer depends on; None for a plain poll, whose answer depends on nothing
+        (and which is kept alive), so a held poll does not keep its whole head."""
         self.callback = callback
         self.answered = False
-        self.timer: asyncio.TimerHandle | None = None
 
     def content(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
         """Headers and body of the answer carrying `body` (as JSONP with `?callback=`)."""
@@ -89,11 +89,11 @@ class Poll(Waiter):
         hub = self.conn.front.state.hub
         hub.add_waiter(self)
         hub.enter("longpoll", self.remote)
-        self.timer = self.conn.front.loop.call_later(timeout, self.expire)
-        self.conn.poll = self
+        self.conn.hold(self, timeout)
 
     def resolve(self, body: bytes) -> None:
         if not self.answered:
+            assert self.head is not None
             self.answered = True
             self.conn.write_answer(self.head, 200, *self.content(body))
             self._later()
@@ -106,11 +106,9 @@ class Poll(Waiter):
     def _done(self) -> None:
         self._let_go()
         self.conn.poll = None
-        self.conn.finish(self.head.keep_alive)
+        self.conn.finish(self.head is None or self.head.keep_alive)
 
     def _let_go(self) -> None:
-        assert self.timer is not None
-        self.timer.cancel()
         hub = self.conn.front.state.hub
         hub.remove_waiter(self)
         hub.leave("longpoll", self.remote)
@@ -149,10 +147,10 @@ async def handle(conn: FrontProtocol, head: RequestHead) -> None:
     callback = _callback(query)
     bound = _bound(query, state)
     channels = await open_channels(sub_req)
-    plain = callback is None and conn.plain(head)
-    poll, events = begin(
-        sub_req, channels, PlainPoll if plain else Poll, bound, conn, head, callback
-    )
+    if callback is None and conn.plain(head):
+        poll, events = begin(sub_req, channels, PlainPoll, bound, conn, None, None)
+    else:
+        poll, events = begin(sub_req, channels, Poll, bound, conn, head, callback)
     if events:
         conn.reply(head, 200, *poll.content(poll.answer(events)[0]))
     elif timeout == 0:
