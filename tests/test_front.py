@@ -24,6 +24,9 @@ import uvloop
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from pushserver.config import Settings
+from pushserver.web.app import create_app
+from pushserver.web.server import listening_socket, start_serving
 from pushserver.wire.websocket import CLOSE, PING, PONG, TEXT
 from pushserver.wire.websocket import frame as ws_frame
 
@@ -147,8 +150,7 @@ async def poll_scenario() -> None:
         conns[4][1].close()
         await until(lambda: state.hub.connection_total == 2, "the poll to be let go")
 
-        # Draining answers the last polls with their cursor, then closes the connections; an
-        # idle keep-alive connection is closed.
+        # Draining answers the last polls with their cursor, then closes their connections.
         state.draining = True
         state.hub.drain()
         await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
@@ -357,11 +359,36 @@ async def edge_scenario() -> None:
         await until(lambda: not runner.server.connections, "aiohttp holds nothing")
 
 
+async def drain_scenario() -> None:
+    """The server's own shutdown: polls answered, streams told to reconnect, and idle
+    connections closed, whether the front end or aiohttp answered their last request."""
+    settings = Settings(port=0)
+    sock = listening_socket(settings)
+    serving = await start_serving(await create_app(settings), sock)
+    port = sock.getsockname()[1]
+    poll = await asyncio.open_connection("127.0.0.1", port)
+    poll[1].write(get("/lp/dr?timeout=60"))
+    stream = await open_stream(port, "/stream/dr")
+    idle = await asyncio.open_connection("127.0.0.1", port)
+    idle[1].write(get("/lp/dr?timeout=0"))
+    await answer(idle[0])
+    after_http = await asyncio.open_connection("127.0.0.1", port)
+    after_http[1].write(get("/healthz"))
+    assert (await read_response(after_http[0]))[1] == b"ok"
+    await until(lambda: serving.state.hub.connection_total == 2, "a poll and a stream held")
+    serving.state.draining = True
+    await asyncio.wait_for(serving.drain(), DEADLINE)
+    assert (await answer(poll[0]))["messages"] == []
+    assert b'"type":"reconnect"' in await asyncio.wait_for(stream[0].read(), DEADLINE)
+    for reader, _ in (poll, idle, after_http):
+        assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
+
+
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 @pytest.mark.parametrize(
     "run",
-    [scenario, poll_scenario, ws_scenario, mixed_scenario, edge_scenario],
-    ids=["streams", "polls", "websockets", "mixed", "edges"],
+    [scenario, poll_scenario, ws_scenario, mixed_scenario, edge_scenario, drain_scenario],
+    ids=["streams", "polls", "websockets", "mixed", "edges", "drain"],
 )
 def test_front_end(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
