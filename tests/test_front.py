@@ -16,6 +16,7 @@ import asyncio
 import base64
 import gc
 import json
+import logging
 import os
 import struct
 
@@ -303,10 +304,22 @@ async def refusal(reader: asyncio.StreamReader) -> tuple[bytes, dict]:
     return head, json.loads(body)
 
 
+class AccessLines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 async def edge_scenario() -> None:
     """What the front end answers itself besides subscriptions: refusals, HTTP/1.0, CORS,
     malformed and oversized heads, timeouts."""
-    settings = {"cors_origin": "https://app.example", "request_timeout": 0.3}
+    settings = {"cors_origin": "https://app.example", "request_timeout": 0.3, "access_log": True}
+    logged = AccessLines()
+    logging.getLogger("aiohttp.access").addHandler(logged)
+    logging.getLogger("aiohttp.access").setLevel(logging.INFO)
     async with in_process(**settings) as (_, runner, port):
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"POST /lp/x HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
@@ -319,6 +332,9 @@ async def edge_scenario() -> None:
         writer.write(get("/lp/x?timeout=0", headers="Origin: https://app.example\r\n"))
         head, _ = await read_response(reader)
         assert b"Access-Control-Allow-Origin: https://app.example\r\n" in head
+        # Access log lines in aiohttp's format, for the front end's answers too.
+        assert any('"GET /lp/x?timeout=0 HTTP/1.1" 200' in line for line in logged.lines)
+        logging.getLogger("aiohttp.access").removeHandler(logged)
         writer.write(
             b"OPTIONS /sse/x HTTP/1.1\r\nHost: x\r\nOrigin: https://app.example\r\n"
             b"Access-Control-Request-Method: GET\r\n\r\n"

@@ -12,7 +12,7 @@ from .head import RequestHead
 LOGGER = logging.getLogger("aiohttp.access")
 
 
-def log_request(remote: str, head: RequestHead, status: int, body_bytes: int) -> None:
+def log_request(remote: str, head: RequestHead, status: int, sent: int) -> None:
     now = datetime.datetime.now(datetime.UTC).astimezone()
     LOGGER.info(
         '%s %s "%s %s HTTP/%s" %d %d "%s" "%s"',
@@ -22,7 +22,7 @@ def log_request(remote: str, head: RequestHead, status: int, body_bytes: int) ->
         head.target,
         head.version,
         status,
-        body_bytes,
+        sent,
         head.headers.get("referer", "-"),
         head.headers.get("user-agent", "-"),
     )

@@ -389,12 +389,14 @@ class FrontProtocol(asyncio.Protocol):
         headers = headers + self._cors(head)
         if head.method == "HEAD":  # the head of the answer a GET would get, without its body
             body = b""
-        transport.write(answer.head(status, headers, head.version, head.keep_alive, length) + body)
-        self.logged(head, status, len(body))
+        whole = answer.head(status, headers, head.version, head.keep_alive, length) + body
+        transport.write(whole)
+        self.logged(head, status, len(whole))
 
-    def logged(self, head: RequestHead, status: int, body_bytes: int) -> None:
+    def logged(self, head: RequestHead, status: int, sent: int) -> None:
+        """An access log line (`sent`: bytes written, the head included, as aiohttp counts)."""
         if self.front.access_log:
-            log_request(self.remote(head), head, status, body_bytes)
+            log_request(self.remote(head), head, status, sent)
 
     def reply(
         self, head: RequestHead, status: int, headers: list[tuple[str, str]], body: bytes
@@ -425,9 +427,9 @@ class FrontProtocol(asyncio.Protocol):
         """
         if self.transport.is_closing():
             return None
-        headers = headers + self._cors(head)
-        self.transport.write(answer.head(status, headers, head.version, False, None, chunked))
-        self.logged(head, status, 0)
+        sent = answer.head(status, headers + self._cors(head), head.version, False, None, chunked)
+        self.transport.write(sent)
+        self.logged(head, status, len(sent))
         return self.give_away()[0]
 
     def upgrade(self, head: RequestHead, accept: str) -> tuple[asyncio.Transport, bytes] | None:
@@ -441,8 +443,9 @@ class FrontProtocol(asyncio.Protocol):
             ("Sec-WebSocket-Accept", accept),
             *self._cors(head),
         ]
-        self.transport.write(answer.head(101, headers, head.version))
-        self.logged(head, 101, 0)
+        sent = answer.head(101, headers, head.version)
+        self.transport.write(sent)
+        self.logged(head, 101, len(sent))
         return self.give_away()
 
     def give_away(self) -> tuple[asyncio.Transport, bytes]:
