@@ -350,11 +350,20 @@ async def edge_scenario() -> None:
         # Idle past --request-timeout: closed.
         assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
 
-        # HTTP/1.0 without keep-alive: answered, then closed.
+        # HTTP/1.0 with keep-alive stays open; without, or HTTP/1.1 with Connection: close, is
+        # answered and then closed.
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(get("/lp/x?timeout=0", "1.0", "Connection: keep-alive\r\n"))
+        head, _ = await read_response(reader)
+        assert head.startswith(b"HTTP/1.0 200 OK\r\n") and b"Connection: keep-alive" in head
         writer.write(get("/lp/x?timeout=0", "1.0"))
         head, body = await read_response(reader)
         assert head.startswith(b"HTTP/1.0 200 OK\r\n") and json.loads(body)["messages"] == []
+        assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(get("/lp/x?timeout=0", "1.1", "Connection: close\r\n"))
+        head, _ = await read_response(reader)
+        assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" in head
         assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
 
         # A head over the bound, and a malformed one: a JSON error, then closed.

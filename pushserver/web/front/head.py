@@ -42,7 +42,7 @@ class HeadParser:
     parse); replaced whenever a head leaves it expecting more than a head (a body, an
     upgrade, an error) or refusing more (not kept alive)."""
 
-    __slots__ = ("complete", "fields", "max_field", "max_line", "parser", "url")
+    __slots__ = ("complete", "fields", "keep_alive", "max_field", "max_line", "parser", "url")
 
     def __init__(self, max_line: int, max_field: int) -> None:
         self.max_line = max_line
@@ -50,6 +50,7 @@ class HeadParser:
         self.url = b""
         self.fields: list[tuple[bytes, bytes]] = []
         self.complete = False
+        self.keep_alive = False
         self.parser = httptools.HttpRequestParser(self)
 
     def on_url(self, url: bytes) -> None:
@@ -58,12 +59,16 @@ class HeadParser:
     def on_header(self, name: bytes, value: bytes) -> None:
         self.fields.append((name, value))
 
+    def on_headers_complete(self) -> None:
+        # Read here: once the message is complete, llhttp has reset what it says.
+        self.keep_alive = self.parser.should_keep_alive()
+
     def on_message_complete(self) -> None:
         self.complete = True
 
     def parse(self, data: bytes) -> RequestHead:
         """Parse `data`, one whole head ending with its blank line; raises HeadError."""
-        self.url, self.fields, self.complete = b"", [], False
+        self.url, self.fields, self.complete, self.keep_alive = b"", [], False, False
         parser = self.parser
         try:
             try:
@@ -74,7 +79,7 @@ class HeadParser:
                 raise HeadError(400, "malformed request head") from None
             return self._head(len(data))
         finally:
-            if not self.complete or not parser.should_keep_alive():
+            if not self.complete or not self.keep_alive:
                 self.parser = httptools.HttpRequestParser(self)
 
     def _head(self, size: int) -> RequestHead:
@@ -103,7 +108,7 @@ class HeadParser:
             query=parse_query(query),
             headers=headers,
             version=parser.get_http_version(),
-            keep_alive=parser.should_keep_alive(),
+            keep_alive=self.keep_alive,
             body_length=body_length,
             size=size,
         )
