@@ -22,8 +22,8 @@ IDLE_CHANNELS = 100
 FAN_PUBLISHERS = 10
 QUICK_VERDICT = "n/a (quick)"
 IDLE_SECONDS = 2.0
-"""How long the connections are held before RSS is read: a waiting long-poll is handed off from
-aiohttp after 1 s (`transports.longpoll.HAND_OFF_AFTER`)."""
+"""How long the connections are held before RSS is read, so what connecting allocated and
+freed has settled."""
 
 
 async def _held(url: str, n: int, timeout: float = 120) -> dict:

@@ -14,7 +14,8 @@ from aiohttp import web
 
 from pushserver.config import Settings
 from pushserver.web.app import create_app
-from pushserver.web.state import STATE, ServerState
+from pushserver.web.server import listening_socket, start_serving
+from pushserver.web.state import ServerState
 
 DEADLINE = 20.0
 
@@ -30,16 +31,17 @@ async def until(check: Callable[[], bool], what: str) -> None:
 
 @contextlib.asynccontextmanager
 async def in_process(**settings: object) -> AsyncIterator[tuple[ServerState, web.AppRunner, int]]:
-    app = await create_app(Settings(port=0, **settings))
-    runner = web.AppRunner(app, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = runner.addresses[0][1]
+    """Started as `pushserver.web.server` starts it: the front end accepts, aiohttp serves what
+    it passes on."""
+    config = Settings(port=0, **settings)
+    sock = listening_socket(config)
+    serving = await start_serving(await create_app(config), sock)
+    port = sock.getsockname()[1]
     try:
-        yield app[STATE], runner, port
+        yield serving.state, serving.runner, port
     finally:
-        await runner.cleanup()
+        serving.listener.close()
+        await serving.runner.cleanup()
 
 
 def get(path: str, version: str = "1.1", headers: str = "") -> bytes:

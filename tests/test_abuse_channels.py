@@ -11,7 +11,7 @@ import orjson
 
 from pushserver.core.hub import SWEEP_SLICE
 from pushserver.core.messages import Message
-from pushserver.core.subscription import AwaitedPoll, Bound, Start
+from pushserver.core.subscription import Bound, Start, Waiter
 
 from .abuse import reset, stats, wait_for_stats
 from .inprocess import get, in_process
@@ -22,6 +22,18 @@ WS_HEADERS = (
     "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
     "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
 )
+
+
+class FuturePoll(Waiter):
+    """A long-poll whose answer a test awaits."""
+
+    def __init__(self, start: Start, bound: Bound) -> None:
+        super().__init__(start, bound)
+        self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+    def resolve(self, body: bytes) -> None:
+        if not self.future.done():
+            self.future.set_result(body)
 
 
 async def _get(url: str) -> tuple[int, dict]:
@@ -118,7 +130,7 @@ async def test_sweep_runs_in_slices_and_delivery_goes_on():
         await asyncio.sleep(0)
         waits = []
         while not sweep.done():
-            poll = AwaitedPoll(
+            poll = FuturePoll(
                 Start([bystander], {"by": bystander.sent_position}, "-"), Bound(100, 1 << 15)
             )
             hub.add_waiter(poll)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 
@@ -107,16 +108,16 @@ def _raw(port: int, request: bytes) -> bytes:
 @pytest.mark.parametrize(
     ("request_bytes", "status"),
     [
-        (b"GET /lp/" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"400"),
-        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", b"400"),
+        (b"GET /lp/" + b"a" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"414"),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", b"431"),
     ],
     ids=["long-url", "long-header"],
 )
 def test_oversized_request_head_is_refused(server, request_bytes, status):
-    """aiohttp answers these itself, before any handler, with a plain-text 400 (documented);
-    the server keeps them out of its error log."""
+    """The front end refuses these before routing them, with a JSON `too_large`, and closes."""
     answer = _raw(server.port, request_bytes)
     assert answer.split(b" ", 2)[1] == status
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1])["error"] == "too_large"
     assert _raw(server.port, HEALTHZ).endswith(b"ok")
     assert "Traceback" not in server.log, "a client's malformed request is not a server error"
 

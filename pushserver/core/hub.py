@@ -466,7 +466,8 @@ class Hub:
 
     @property
     def connection_total(self) -> int:
-        return sum(self.connections.values())
+        """Held subscribers (connections still sending a request head are counted apart)."""
+        return sum(self.connections[t] for t in TRANSPORTS)
 
     # -- keepalive and shutdown --------------------------------------------------------------
 

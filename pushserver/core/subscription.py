@@ -164,20 +164,5 @@ class Waiter(Subscription):
         return longpoll_body(bodies, cursor, more), len(bodies)
 
 
-class AwaitedPoll(Waiter):
-    """A long-poll whose handler waits for the body and answers through aiohttp (JSONP,
-    HTTP/1.0, CORS: anything the prebuilt answer would get wrong)."""
-
-    __slots__ = ("future",)
-
-    def __init__(self, start: Start, bound: Bound) -> None:
-        super().__init__(start, bound)
-        self.future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-
-    def resolve(self, body: bytes) -> None:
-        if not self.future.done():
-            self.future.set_result(body)
-
-
 LocalChannel = Channel[StreamSubscriber, Waiter]
 """A channel as this server holds it, with its held streams and long-polls."""

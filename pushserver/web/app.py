@@ -19,11 +19,11 @@ from ..core.hub import Hub
 from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
-from . import admin, cors, heads, limits, openapi, proxies, publish
+from . import admin, cors, limits, openapi, proxies, publish
 from .errors import error_response, response_for
+from .front.conduit import Conduit
 from .ratelimit import RATE_LIMITER
 from .state import STATE, ServerState
-from .transports import longpoll, sse, stream, ws
 
 log = logging.getLogger("pushserver")
 
@@ -40,15 +40,30 @@ HTTP_ERROR_CODES = {
 
 @web.middleware
 async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every error a client sees is `{"error", "message"}`; bad input is never a 500."""
+    """Every error a client sees is `{"error", "message"}`; bad input is never a 500.
+
+    The outermost middleware that answers: it sends the whole response itself (aiohttp then
+    sends nothing more) and tells the front end's conduit that the answer is out, so the
+    front end can read the connection's next request.
+    """
+    response = await _answer(request, handler)
+    await response.prepare(request)
+    await response.write_eof()
+    conduit = request.transport
+    if isinstance(conduit, Conduit):
+        conduit.answered(bool(response.keep_alive))
+    return response
+
+
+async def _answer(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except PushError as exc:
-        limits.note(request, exc)
+        limits.count(request.app[STATE], exc)
         return response_for(exc)
     except web.HTTPException as exc:
         if exc.status < 400:
-            raise
+            return exc
         code = HTTP_ERROR_CODES.get(exc.status, "bad_request" if exc.status < 500 else "error")
         headers = {k: v for k, v in exc.headers.items() if k in ("Allow", "Retry-After")}
         return error_response(exc.status, code, exc.reason or code, headers)
@@ -75,10 +90,7 @@ def forwarded_client(trusted: tuple[proxies.Network, ...]) -> Middleware:
 
 
 def add_routes(app: web.Application) -> None:
-    app.router.add_get("/lp/{channels}", longpoll.handle, allow_head=False)
-    app.router.add_get("/stream/{channels}", stream.handle, allow_head=False)
-    app.router.add_get("/sse/{channels}", sse.handle, allow_head=False)
-    app.router.add_get("/ws/{channels}", ws.handle, allow_head=False)
+    """Publishing and admin; the subscribe paths are the front end's (`front.SUBSCRIBE_ROUTES`)."""
     app.router.add_post("/pub/{channel}", publish.publish_one)
     app.router.add_post("/pub", publish.publish_batch)
     app.router.add_get("/channels/{channel}", admin.channel_info, allow_head=False)
@@ -141,7 +153,7 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     )
     hub.observe_fanout = metrics.fanout.observe
     gc.install(settings.gc_thresholds)
-    middlewares: list[Middleware] = [heads.head_reached, json_errors]
+    middlewares: list[Middleware] = [json_errors]
     if settings.trusted_networks:
         middlewares.insert(0, forwarded_client(settings.trusted_networks))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_message_bytes)

@@ -41,18 +41,27 @@ def status_of(exc: PushError) -> int:
     return 400
 
 
+def error_body(code: str, message: str) -> bytes:
+    return orjson.dumps({"error": code, "message": message})
+
+
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> web.Response:
-    body = orjson.dumps({"error": code, "message": message})
+    body = error_body(code, message)
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
-def response_for(exc: PushError) -> web.Response:
-    """The response a refusal gets: its status, and Retry-After or a challenge when they apply."""
+def refusal_headers(exc: PushError) -> dict[str, str]:
+    """Retry-After or a challenge, when they apply to a refusal."""
     headers: dict[str, str] = {}
     if exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
     if isinstance(exc, Unauthorized):
         headers.update(BEARER_CHALLENGE)
-    return error_response(status_of(exc), exc.code, exc.message, headers)
+    return headers
+
+
+def response_for(exc: PushError) -> web.Response:
+    """The response a refusal gets: its status, and Retry-After or a challenge when they apply."""
+    return error_response(status_of(exc), exc.code, exc.message, refusal_headers(exc))

@@ -6,10 +6,8 @@ consumers); the ones found while parsing a request are counted here from the err
 
 from __future__ import annotations
 
-from aiohttp import web
-
 from ..core.errors import PushError
-from .state import STATE
+from .state import ServerState
 
 LIMIT_OF_ERROR = {
     "too_large": "max_message_bytes",
@@ -18,7 +16,7 @@ LIMIT_OF_ERROR = {
 }
 
 
-def note(request: web.Request, exc: PushError) -> None:
+def count(state: ServerState, exc: PushError) -> None:
     limit = LIMIT_OF_ERROR.get(exc.code)
     if limit is not None:
-        request.app[STATE].hub.stats.limits_hit[limit] += 1
+        state.hub.stats.limits_hit[limit] += 1

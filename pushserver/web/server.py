@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import resource
 import signal
@@ -13,9 +14,12 @@ from aiohttp import web
 
 from ..config import FILES_RESERVED, ConfigError, Settings
 from ..monitor.gcmonitor import GcMonitor
-from . import heads, logfilter
+from . import logfilter
 from .app import create_app
-from .state import STATE
+from .front import SUBSCRIBE_KINDS
+from .front.protocol import Front, FrontProtocol
+from .state import STATE, ServerState
+from .transports import longpoll, sse, stream, ws
 
 log = logging.getLogger("pushserver")
 
@@ -70,19 +74,29 @@ def listening_socket(settings: Settings) -> socket.socket:
     return sock
 
 
-async def serve(
-    settings: Settings,
-    sock: socket.socket,
-    worker: int = 0,
-    on_ready: Callable[[str], None] | None = None,
-) -> None:
-    """Serve until SIGTERM/SIGINT, then drain within the shutdown timeout.
+@dataclasses.dataclass(eq=False)
+class Serving:
+    """A server accepting connections: the front end, and aiohttp for what it passes on."""
 
-    `on_ready(url)` replaces the ready line, for a supervisor that prints it once for all workers.
-    """
-    logfilter.install()
-    app = await create_app(settings, worker)
-    guard = heads.install(app)
+    state: ServerState
+    runner: web.AppRunner
+    listener: asyncio.Server
+    front: Front
+
+    async def drain(self) -> None:
+        """Stop accepting, end what is held, close what is idle, and wait for the rest."""
+        self.listener.close()
+        self.state.hub.drain()
+        self.front.close_idle()
+        await self.runner.cleanup()
+        await self.state.hub.all_gone()
+
+
+async def start_serving(app: web.Application, sock: socket.socket) -> Serving:
+    """Accept on `sock` with the front end; aiohttp's protocol (`runner.server`, its public
+    protocol factory) is made per connection for the requests the front end passes on."""
+    state = app[STATE]
+    settings = state.settings
     runner = web.AppRunner(
         app,
         handler_cancellation=True,
@@ -95,13 +109,34 @@ async def serve(
     )
     await runner.setup()
     assert runner.server is not None
-    loop = asyncio.get_running_loop()
-    listener = await loop.create_server(guard.factory(runner.server), sock=sock, backlog=4096)
+    transports = (longpoll.handle, stream.handle, sse.handle, ws.handle)
+    handlers = dict(zip(SUBSCRIBE_KINDS, transports, strict=True))
+    front = Front(state, runner.server, handlers)
+    listener = await asyncio.get_running_loop().create_server(
+        lambda: FrontProtocol(front), sock=sock, backlog=4096
+    )
+    return Serving(state, runner, listener, front)
+
+
+async def serve(
+    settings: Settings,
+    sock: socket.socket,
+    worker: int = 0,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGTERM/SIGINT, then drain within the shutdown timeout.
+
+    `on_ready(url)` replaces the ready line, for a supervisor that prints it once for all workers.
+    """
+    logfilter.install()
+    app = await create_app(settings, worker)
+    serving = await start_serving(app, sock)
     host, port = sock.getsockname()[:2]
     stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    state = app[STATE]
+    state = serving.state
     log.info(
         "worker %d listening on %s (%s broker, %s loop)",
         worker,
@@ -118,17 +153,10 @@ async def serve(
     log.info("draining: %d held connections", state.hub.connection_total)
     state.draining = True
     try:
-        await asyncio.wait_for(_drain(runner, listener, state), settings.shutdown_timeout)
+        await asyncio.wait_for(serving.drain(), settings.shutdown_timeout)
     except TimeoutError:
         log.warning("shutdown timeout (%ss) passed; closing the rest", settings.shutdown_timeout)
     log.info("stopped")
-
-
-async def _drain(runner: web.AppRunner, listener: asyncio.Server, state) -> None:
-    listener.close()
-    state.hub.drain()
-    await runner.cleanup()
-    await state.hub.all_gone()
 
 
 def run_worker(

@@ -12,6 +12,7 @@ from ..core.hub import Hub
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
 from ..monitor.process import CpuSampler
+from .heads import HeadGuard
 
 
 @dataclasses.dataclass(eq=False)
@@ -23,6 +24,7 @@ class ServerState:
     expiry: ExpiryWatch
     worker: int
     cpu: CpuSampler = dataclasses.field(default_factory=CpuSampler)
+    heads: HeadGuard = dataclasses.field(default_factory=HeadGuard)
     draining: bool = False
 
 

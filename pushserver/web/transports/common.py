@@ -1,15 +1,14 @@
 """What every subscribe transport does before it holds a connection: read and check the
-request, apply the limits, and find where the subscription starts; and, for held streams, what
-they share once aiohttp has handed their connection over."""
+request head, apply the limits, and find where the subscription starts; and, for held streams,
+what they share once the front end has given their connection away."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 from collections import deque
+from collections.abc import Mapping
 from typing import TypeVar
-
-from aiohttp import web
 
 from ...core.errors import InvalidInput, TooMany, Unavailable, draining
 from ...core.messages import Event
@@ -18,9 +17,8 @@ from ...core.positions import Position, parse_cursor, restrict
 from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
 from ...core.tokens import verify
 from ...wire.framing import Framing
-from ..handoff import hand_off
-from ..heads import HEAD, HEADS
-from ..state import STATE, ServerState
+from ..front.head import RequestHead
+from ..state import ServerState
 
 S = TypeVar("S", bound=Subscription)
 
@@ -52,8 +50,8 @@ class SubscribeRequest:
             self.state.hub.leave(self.kind, self.remote)
 
 
-def int_param(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name)
+def int_param(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = query.get(name)
     if raw is None or raw == "":
         return default
     # ASCII digits only: int() would also take " 5", "5_0" and other scripts' digits.
@@ -67,40 +65,36 @@ def int_param(request: web.Request, name: str, default: int, low: int, high: int
 
 
 def subscribe_request(
-    request: web.Request, kind: str, cursor: str | None = None
+    state: ServerState, head: RequestHead, remote: str, kind: str, cursor: str | None = None
 ) -> SubscribeRequest:
-    """Parse and check a subscribe request and reserve its connection slot; raises PushError
-    for anything a client must fix. The caller must `release()` the slot in a `finally`."""
-    state = request.app[STATE]
+    """Parse and check a subscribe request (`/{kind}/{channels}`) from `remote` and reserve its
+    connection slot; raises PushError for anything a client must fix. The caller must
+    `release()` the slot in a `finally`."""
     settings = state.settings
     if state.draining:
         raise draining()
-    channels = parse_channels(
-        request.match_info["channels"], settings.max_channels_per_subscription
-    )
+    channels = parse_channels(head.path.rpartition("/")[2], settings.max_channels_per_subscription)
+    query = head.query
     if cursor is None:
-        cursor = request.query.get("cursor", "")
+        cursor = query.get("cursor", "")
     positions = restrict(parse_cursor(cursor), channels)
-    history = int_param(request, "history", 0, 0, settings.history_size)
+    history = int_param(query, "history", 0, 0, settings.history_size)
     expires = None
     if settings.subscribe_secret:
         expires = verify(
-            request.query.get("token"), settings.subscribe_secret, channels, settings.token_audience
+            query.get("token"), settings.subscribe_secret, channels, settings.token_audience
         )
-    remote = request.remote or "-"
     hub = state.hub
-    # Other connections still sending their heads are bounded when they are accepted
+    # Connections still sending their heads are bounded on their own when accepted
     # (`heads.HeadGuard`); counting them here would refuse a subscriber for a mere admin request
-    # that happens to be arriving at the same moment.
-    heads = request.app.get(HEADS)
-    heads_here = 0 if heads is None else heads.per_ip[remote]
-    if hub.connection_total - hub.connections[HEAD] >= settings.max_connections:
+    # arriving at the same moment.
+    if hub.connection_total >= settings.max_connections:
         hub.stats.limits_hit["max_connections"] += 1
         raise Unavailable(
             "over_capacity", f"server holds its maximum of {settings.max_connections} connections"
         )
     per_ip = settings.max_connections_per_ip
-    if per_ip and hub.per_ip[remote] - heads_here >= per_ip:
+    if per_ip and hub.per_ip[remote] - state.heads.per_ip[remote] >= per_ip:
         hub.stats.limits_hit["max_connections_per_ip"] += 1
         raise TooMany(
             "too_many_connections", f"at most {per_ip} held connections per client address"
@@ -146,7 +140,7 @@ def begin(
 
 
 class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
-    """A held stream (NDJSON, SSE, WebSocket) after the hand-off: the transport's protocol and
+    """A held stream (NDJSON, SSE, WebSocket) once its head is sent: the transport's protocol and
     the hub's subscriber in one object. Losing the connection unregisters it.
 
     Its backlog goes out in slices, each written only while the transport's buffer is under its
@@ -215,25 +209,19 @@ class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
 
 
 def take_over(
-    request: web.Request,
+    transport: asyncio.Transport,
     sub_req: SubscribeRequest,
     sub: HeldSubscriber,
     events: list[Event],
-    status: int = 200,
-) -> web.StreamResponse | None:
-    """Hand the connection to `sub`, register it with the connection counts and the
-    token-expiry watch and start its backlog (it joins the fan-out once that is written); the
-    handler returns what this returns (None: the client is already gone).
+) -> None:
+    """Make `sub` the connection's protocol, register it with the connection counts and the
+    token-expiry watch and start its backlog (it joins the fan-out once that is written).
 
     Does not leave the event loop, so it keeps `begin`'s promise: a message fanned out before
     the subscriber joins is in history, and reaches it from there.
     """
-    handed = hand_off(request, sub, status)
-    if handed is None:
-        sub_req.state.hub.release(sub.channels)
-        return None
+    transport.set_protocol(sub)
     state = sub_req.state
     sub_req.hand_over()
     state.expiry.add(sub, sub_req.expires)
     sub.catch_up(events)
-    return handed

@@ -1,23 +1,26 @@
 """A held HTTP response (NDJSON stream or SSE) that the fan-out writes to directly.
 
-aiohttp checks the request and sends the status line, headers and padding; then the connection
-is handed off (see `handoff`) to a `HeldStream` until the client leaves or the server ends it.
+The front end checks the request and sends the status line, headers and padding; then a
+`HeldStream` is the connection's protocol until the client leaves or the server ends it.
 """
 
 from __future__ import annotations
 
-from aiohttp import web
-from aiohttp.http import HttpVersion11
+from typing import TYPE_CHECKING
 
 from ...wire.framing import Framing
+from ..front.head import RequestHead
 from .common import HeldSubscriber, begin, int_param, open_channels, subscribe_request, take_over
 
-HEADERS = {"Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no"}
+if TYPE_CHECKING:
+    from ..front.protocol import FrontProtocol
+
+HEADERS = [("Cache-Control", "no-cache, no-store"), ("X-Accel-Buffering", "no")]
 LAST_CHUNK = b"0\r\n\r\n"
 
 
 class HeldStream(HeldSubscriber):
-    """A handed-off NDJSON or SSE stream; what it receives is ignored."""
+    """A held NDJSON or SSE stream; what it receives is ignored."""
 
     __slots__ = ()
 
@@ -34,29 +37,28 @@ class HeldStream(HeldSubscriber):
 
 
 async def serve_held(
-    request: web.Request,
+    conn: FrontProtocol,
+    head: RequestHead,
     kind: str,
     content_type: str,
     framings: tuple[Framing, Framing],
     cursor: str | None = None,
-) -> web.StreamResponse:
-    """Check the request, send the head and hand the connection to a `HeldStream`."""
-    sub_req = subscribe_request(request, kind, cursor)
+) -> None:
+    """Check the request, send the head and padding, and make a `HeldStream` the protocol."""
+    state = conn.front.state
+    sub_req = subscribe_request(state, head, conn.remote(head), kind, cursor)
     try:
-        pad = int_param(request, "pad", 0, 0, sub_req.state.settings.max_pad)
+        pad = int_param(head.query, "pad", 0, 0, state.settings.max_pad)
         chunked, plain = framings
-        framing = chunked if request.version >= HttpVersion11 else plain
+        framing = chunked if head.version == "1.1" else plain
         channels = await open_channels(sub_req)
-        response = web.StreamResponse(headers=HEADERS)
-        response.content_type = content_type
-        response.force_close()  # announced up front: clients must not reuse a held connection
-        await response.prepare(request)
-        # The first write sends the headers; from here on everything goes to the transport.
-        await response.write(framing.comment(b" " * pad))
-        sub, events = begin(
-            sub_req, channels, HeldStream, request.transport, framing, sub_req.state
-        )
-        handed = take_over(request, sub_req, sub, events)
+        headers = [*HEADERS, ("Content-Type", content_type)]
+        transport = conn.open_stream(head, 200, headers, framing.chunked)
+        if transport is None:
+            state.hub.release(channels)
+            return
+        transport.write(framing.chunk(framing.comment(b" " * pad)))
+        sub, events = begin(sub_req, channels, HeldStream, transport, framing, state)
+        take_over(transport, sub_req, sub, events)
     finally:
         sub_req.release()
-    return response if handed is None else handed

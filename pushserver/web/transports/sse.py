@@ -3,12 +3,16 @@ EventSource resumes through `Last-Event-ID` by itself."""
 
 from __future__ import annotations
 
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from ...wire.framing import SSE, SSE_PLAIN
+from ..front.head import RequestHead
 from .held import serve_held
 
+if TYPE_CHECKING:
+    from ..front.protocol import FrontProtocol
 
-async def handle(request: web.Request) -> web.StreamResponse:
-    cursor = request.query.get("cursor") or request.headers.get("Last-Event-ID", "")
-    return await serve_held(request, "sse", "text/event-stream", (SSE, SSE_PLAIN), cursor)
+
+async def handle(conn: FrontProtocol, head: RequestHead) -> None:
+    cursor = head.query.get("cursor") or head.headers.get("last-event-id", "")
+    await serve_held(conn, head, "sse", "text/event-stream", (SSE, SSE_PLAIN), cursor)

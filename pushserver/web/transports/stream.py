@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from ...wire.framing import NDJSON, NDJSON_PLAIN
+from ..front.head import RequestHead
 from .held import serve_held
 
+if TYPE_CHECKING:
+    from ..front.protocol import FrontProtocol
 
-async def handle(request: web.Request) -> web.StreamResponse:
-    return await serve_held(request, "stream", "application/x-ndjson", (NDJSON, NDJSON_PLAIN))
+
+async def handle(conn: FrontProtocol, head: RequestHead) -> None:
+    await serve_held(conn, head, "stream", "application/x-ndjson", (NDJSON, NDJSON_PLAIN))

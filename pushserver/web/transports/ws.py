@@ -1,8 +1,8 @@
 """`GET /ws/{channels}`: WebSocket, one JSON text frame per event.
 
-aiohttp checks the request and answers the handshake; then the connection is handed off (see
-`handoff`) to a `HeldWs`, the transport's protocol and the hub's subscriber in one object. What
-the client sends is read by `wire.websocket.ClientReader` (pings answered, data ignored, broken
+The front end checks the request and answers the handshake (`front.handshake`); then a `HeldWs`,
+the transport's protocol and the hub's subscriber in one object, takes the connection. What the
+client sends is read by `wire.websocket.ClientReader` (pings answered, data ignored, broken
 frames refused); once either side has sent a close, the subscriber leaves the hub at once, so
 nothing but the close goes out, and the socket is dropped within `CLOSE_TIMEOUT`.
 """
@@ -10,28 +10,31 @@ nothing but the close goes out, and the socket is dropped within `CLOSE_TIMEOUT`
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-from aiohttp import WSCloseCode, web
+from aiohttp import WSCloseCode
 
 from ...core.subscription import Start
 from ...wire.framing import WEBSOCKET
-from ...wire.websocket import MAX_FRAME, ClientReader
-from ..errors import error_response
+from ...wire.websocket import ClientReader
+from ..front.handshake import accept
+from ..front.head import RequestHead
 from ..state import ServerState
 from .common import HeldSubscriber, begin, open_channels, subscribe_request, take_over
+
+if TYPE_CHECKING:
+    from ..front.protocol import FrontProtocol
 
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
 CLOSE_TIMEOUT = 2.0
 """Seconds a closing connection has to finish the close handshake before the socket is dropped."""
 READ_SHARE = 16 << 10
 """Bytes of one client's input read per loop turn (about 1 ms of work for a flood of pings)."""
-VERSION = "13"
-"""The only `Sec-WebSocket-Version` served (RFC 6455)."""
 
 
 class HeldWs(HeldSubscriber):
-    """A handed-off WebSocket subscriber; `reader` exists once the client has sent something
-    or the server has closed."""
+    """A held WebSocket subscriber; `reader` exists once the client has sent something or the
+    server has closed."""
 
     __slots__ = ("closing", "reader")
 
@@ -39,11 +42,6 @@ class HeldWs(HeldSubscriber):
         super().__init__(start, transport, WEBSOCKET, state)
         self.reader: ClientReader | None = None
         self.closing = False
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        """Reading may have been paused by aiohttp's flow control before the hand-off (a
-        client that sent frames before the 101); from here on this protocol decides."""
-        self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
@@ -97,31 +95,23 @@ class HeldWs(HeldSubscriber):
             asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, transport.abort)
 
 
-def version_refusal(request: web.Request) -> web.Response | None:
-    """RFC 6455 §4.4: a version the server does not speak is refused naming the one it does
-    (aiohttp's own refusal does not); requests that are not upgrades are left to aiohttp."""
-    version = request.headers.get("Sec-WebSocket-Version", "")
-    if request.headers.get("Upgrade", "").lower() != "websocket" or version == VERSION:
-        return None
-    return error_response(
-        400,
-        "bad_websocket_version",
-        f"Sec-WebSocket-Version {version[:20]!r} is not supported; use {VERSION}",
-        {"Sec-WebSocket-Version": VERSION},
-    )
-
-
-async def handle(request: web.Request) -> web.StreamResponse:
-    sub_req = subscribe_request(request, "ws")
+async def handle(conn: FrontProtocol, head: RequestHead) -> None:
+    sub_req = subscribe_request(conn.front.state, head, conn.remote(head), "ws")
     try:
-        refusal = version_refusal(request)
-        if refusal is not None:
-            return refusal
-        channels = await open_channels(sub_req)
-        ws = web.WebSocketResponse(compress=False, autoping=True, max_msg_size=MAX_FRAME)
-        await ws.prepare(request)
-        sub, events = begin(sub_req, channels, HeldWs, request.transport, sub_req.state)
-        handed = take_over(request, sub_req, sub, events, 101)
+        channels = await open_channels(sub_req)  # a bad cursor is refused before the handshake
+        try:
+            key_accept = accept(head)
+        except BaseException:
+            sub_req.state.hub.release(channels)
+            raise
+        upgraded = conn.upgrade(head, key_accept)
+        if upgraded is None:
+            sub_req.state.hub.release(channels)
+            return
+        transport, rest = upgraded
+        sub, events = begin(sub_req, channels, HeldWs, transport, sub_req.state)
+        take_over(transport, sub_req, sub, events)
     finally:
         sub_req.release()
-    return ws if handed is None else handed
+    if rest:
+        sub.data_received(rest)

@@ -1,0 +1,496 @@
+"""`FrontProtocol`: one per accepted connection, the owner of its byte stream.
+
+It reads request heads (`head.HeadParser`) and serves the subscribe paths itself: the transport
+handlers (`web.transports`) answer through it, hold a long-poll on it, or take the connection
+away for a held stream. Any other request goes, byte for byte, to an aiohttp protocol made for
+this connection on first need (`web.Server`, aiohttp's public protocol factory) over a
+`Conduit`; the front end reads nothing more until the app's outermost middleware reports that
+aiohttp's answer is complete. A request with a chunked body leaves the connection to aiohttp for
+good. Before the next subscribe request on the connection, aiohttp's protocol is told the
+connection is gone (`connection_lost`), which tears its handler down.
+
+While a request is in progress (a native one, or aiohttp's), bytes the client sends are kept
+and reading is paused until the connection is back to reading heads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, cast
+
+from ...core.errors import PushError
+from .. import limits
+from ..cors import ALLOW_HEADERS, ALLOW_METHODS, MAX_AGE, Cors
+from ..errors import error_body
+from ..heads import LINGER, refusal
+from ..proxies import client_address
+from . import answer
+from .accesslog import log_request
+from .conduit import Conduit
+from .handshake import HandshakeError
+from .head import HEAD_END, HeadError, HeadParser, RequestHead
+
+if TYPE_CHECKING:
+    from ..state import ServerState
+
+log = logging.getLogger("pushserver")
+
+HEAD, BUSY, FORWARD, PIPE, GONE = range(5)
+"""Reading a head; serving a subscribe request; aiohttp answering one request (`body_left`
+bytes of it still to pass on); aiohttp owning the connection for good; given away or closed."""
+
+Handler = Callable[["FrontProtocol", RequestHead], Awaitable[None]]
+
+
+class Expiring(Protocol):
+    """A long-poll as the connection holding it sees it."""
+
+    def expire(self) -> None: ...
+
+    def lost(self) -> None: ...
+
+
+class Front:
+    """What the front end's connections of one server share."""
+
+    def __init__(
+        self,
+        state: ServerState,
+        http: Callable[[], asyncio.Protocol],
+        handlers: Mapping[str, Handler],
+    ) -> None:
+        settings = state.settings
+        self.state = state
+        self.http = http
+        self.handlers = handlers
+        """Subscribe handlers by the path's first segment (`lp`, `stream`, `sse`, `ws`)."""
+        self.loop = asyncio.get_running_loop()
+        self.heads = HeadParser(
+            settings.max_line_size, settings.max_field_size, settings.max_headers
+        )
+        self.head_limit = settings.max_head_bytes
+        self.timeout = settings.request_timeout
+        self.cors = Cors(settings.cors_origins) if settings.cors_origins else None
+        self.trusted = settings.trusted_networks
+        self.access_log = settings.access_log
+        self.connections: set[FrontProtocol] = set()
+
+    def route(self, path: str) -> Handler | None:
+        """The subscribe handler for `path` (`/{kind}/{channels}`), or None for aiohttp."""
+        slash = path.find("/", 1)
+        if slash < 0:
+            return None
+        handler = self.handlers.get(path[1:slash])
+        channels = path[slash + 1 :]
+        if handler is None or not channels or "/" in channels:
+            return None
+        return handler
+
+    def close_idle(self) -> None:
+        """Shutdown: close connections waiting for a request."""
+        for conn in list(self.connections):
+            if conn.state == HEAD:
+                conn.transport.close()
+
+
+class FrontProtocol(asyncio.Protocol):
+    __slots__ = (
+        "body_left",
+        "buffer",
+        "conduit",
+        "counted",
+        "deadline",
+        "front",
+        "http",
+        "http_done",
+        "paused",
+        "peer",
+        "poll",
+        "state",
+        "task",
+        "timer",
+        "transport",
+    )
+
+    def __init__(self, front: Front) -> None:
+        self.front = front
+        self.buffer = b""
+        """Bytes read and not yet used: immutable, so an idle connection holds none of its own
+        and a request read in one piece is used without a copy."""
+        self.state = HEAD
+        self.http: asyncio.Protocol | None = None
+        self.conduit: Conduit | None = None
+        self.body_left = 0
+        self.http_done = False
+        self.paused = False
+        self.poll: Expiring | None = None
+        """A long-poll held on this connection."""
+        self.task: asyncio.Task[None] | None = None
+        self.timer: asyncio.TimerHandle | None = None
+        self.deadline = 0.0
+        self.peer = "-"
+        self.counted = False
+        """Whether this connection counts as one receiving a head (`heads.HeadGuard`)."""
+
+    # -- the transport's callbacks ----------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = transport.get_extra_info("peername")
+        self.peer = str(peer[0]) if isinstance(peer, tuple | list) else "-"
+        state = self.front.state
+        refused = state.heads.full(state, self.peer)
+        if refused is not None:
+            self.state = GONE
+            self.transport.write(refusal(*refused))
+            self.transport.write_eof()  # half-closed a while, so the client reads the answer
+            self.front.loop.call_later(LINGER, self.transport.close)
+            return
+        self.front.connections.add(self)
+        self._head_started()
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self.state == PIPE:
+            assert self.http is not None
+            self.http.data_received(data)
+            return
+        if self.body_left:
+            assert self.http is not None
+            body, data = data[: self.body_left], data[self.body_left :]
+            self.body_left -= len(body)
+            self.http.data_received(body)
+            if not self.body_left and self.http_done:
+                self.front.loop.call_soon(self._after_http)
+            if not data:
+                return
+        self.buffer = self.buffer + data if self.buffer else data
+        if self.state == HEAD:
+            self._next()
+        elif not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+
+    def eof_received(self) -> bool | None:
+        if self.http is not None:
+            return self.http.eof_received()
+        return None
+
+    def pause_writing(self) -> None:
+        if self.http is not None:
+            self.http.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.http is not None:
+            self.http.resume_writing()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.state = GONE
+        self._head_done()
+        self.front.connections.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        http, self.http = self.http, None
+        if http is not None:
+            http.connection_lost(exc)
+        poll, self.poll = self.poll, None
+        if poll is not None:
+            poll.lost()
+
+    # -- reading heads -----------------------------------------------------------------------
+
+    def _next(self) -> None:
+        """Serve the requests in the buffer, one at a time, while the connection reads heads."""
+        front = self.front
+        while self.state == HEAD:
+            buf = self.buffer
+            if buf.startswith(b"\r\n"):  # tolerated between requests, as aiohttp does
+                buf = self.buffer = buf.lstrip(b"\r\n")
+            if buf:
+                self._head_started()
+            end = buf.find(HEAD_END)
+            size = end + len(HEAD_END)
+            if end < 0 and len(buf) <= front.head_limit:
+                self._resume()
+                return
+            if end < 0 or size > front.head_limit:
+                front.state.hub.stats.limits_hit["max_head_bytes"] += 1
+                self._refuse(431, f"request head larger than {front.head_limit} bytes")
+                return
+            try:
+                head = front.heads.parse(buf[:size])
+            except HeadError as exc:
+                self._refuse(exc.status, exc.message)
+                return
+            self._head_done()
+            handler = front.route(head.path)
+            if handler is None:
+                self._forward(head)
+                continue
+            self.buffer = buf[size:]
+            self._detach_http()
+            if head.body_length:
+                self._refuse(400, "a subscribe request has no body")
+                return
+            self.state = BUSY
+            self._serve(handler, head)
+
+    def _head_started(self) -> None:
+        if not self.counted and self.state == HEAD:
+            self.counted = True
+            state = self.front.state
+            state.heads.start(state, self.peer)
+
+    def _head_done(self) -> None:
+        if self.counted:
+            self.counted = False
+            state = self.front.state
+            state.heads.finish(state, self.peer)
+
+    def _arm(self) -> None:
+        """(Re)start the wait for the next head: `--request-timeout`."""
+        front = self.front
+        self._wake_at(front.loop.time() + front.timeout)
+
+    def hold(self, poll: Expiring, timeout: float) -> None:
+        """Hold `poll` on this connection: told when the client leaves (`lost`), and expired
+        (`expire`) after `timeout` seconds unless answered first."""
+        self.poll = poll
+        self._wake_at(self.front.loop.time() + timeout)
+
+    def _wake_at(self, deadline: float) -> None:
+        """One timer per connection, for the idle wait and a held poll's hold time alike: moved
+        earlier when needed, else left to fire and look at `deadline` then."""
+        self.deadline = deadline
+        timer = self.timer
+        if timer is not None and timer.when() <= deadline:
+            return
+        if timer is not None:
+            timer.cancel()
+        self.timer = self.front.loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        self.timer = None
+        loop = self.front.loop
+        if loop.time() < self.deadline:
+            self.timer = loop.call_at(self.deadline, self._expire)
+        elif self.state == HEAD:
+            self.transport.close()
+        elif self.poll is not None:
+            self.poll.expire()
+
+    def _resume(self) -> None:
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()
+
+    def _refuse(self, status: int, message: str) -> None:
+        """A head the front end cannot route: answered with a JSON error, then closed."""
+        self.state = GONE
+        self._head_done()
+        code = "too_large" if status in (414, 431) else "bad_request"
+        body = error_body(code, message)
+        self.transport.write(answer.head(status, [answer.JSON], "1.1", False, len(body)) + body)
+        self.transport.close()
+
+    # -- requests aiohttp answers ------------------------------------------------------------
+
+    def _forward(self, head: RequestHead) -> None:
+        if self.http is None:
+            self.conduit = Conduit(self)
+            self.http = self.front.http()
+            self.http.connection_made(self.conduit)
+        data = self.buffer
+        if head.body_length < 0:
+            self.state = PIPE
+            self.buffer = b""
+        else:
+            end = head.size + head.body_length
+            data, self.buffer = data[:end], data[end:]
+            self.body_left = end - len(data)
+            self.state = FORWARD
+        self.http_done = False
+        if self.state == PIPE or self.body_left:
+            self._resume()
+        self.http.data_received(data)
+
+    def http_answered(self, keep_alive: bool) -> None:
+        """From the conduit: aiohttp's answer is out. A closing answer closes the conduit."""
+        if self.state == FORWARD and keep_alive:
+            self.http_done = True
+            if not self.body_left:
+                self.front.loop.call_soon(self._after_http)
+
+    def _after_http(self) -> None:
+        """Back to reading heads once aiohttp's request handling has run to its end."""
+        if self.state == FORWARD and self.http_done:
+            self.state = HEAD
+            self._arm()
+            self._next()
+
+    def http_closed(self, abort: bool) -> None:
+        """From the conduit: aiohttp closes the connection."""
+        self.state = GONE
+        if abort:
+            self.transport.abort()
+        else:
+            self.transport.close()
+
+    def _detach_http(self) -> None:
+        """Take the connection back from aiohttp for good; its handler is torn down."""
+        http, conduit = self.http, self.conduit
+        if http is not None and conduit is not None:
+            self.http = self.conduit = None
+            conduit.detached = True
+            http.connection_lost(None)
+
+    # -- requests served here ----------------------------------------------------------------
+
+    def _serve(self, handler: Handler, head: RequestHead) -> None:
+        method = head.method
+        if method == "GET":
+            self.task = self.front.loop.create_task(self._run(handler, head))
+            return
+        cors = self.front.cors
+        if method == "OPTIONS" and cors and "access-control-request-method" in head.headers:
+            headers = []
+            if cors.headers(head.headers.get("origin")):
+                headers = [
+                    ("Access-Control-Allow-Methods", ALLOW_METHODS),
+                    ("Access-Control-Allow-Headers", ALLOW_HEADERS),
+                    ("Access-Control-Max-Age", MAX_AGE),
+                ]
+            self.reply(head, 204, headers, b"")
+            return
+        body = error_body("method_not_allowed", "Method Not Allowed")
+        self.reply(head, 405, [answer.JSON, ("Allow", "GET")], body)
+
+    async def _run(self, handler: Handler, head: RequestHead) -> None:
+        me = self.task
+        refusal = None
+        try:
+            await handler(self, head)
+        except PushError as exc:
+            limits.count(self.front.state, exc)
+            refusal = answer.refusal(exc)
+            if isinstance(exc, HandshakeError):
+                refusal[1].extend(exc.headers.items())
+        except Exception:
+            log.exception("unhandled error on %s %s", head.method, head.path)
+            refusal = 500, [answer.JSON], error_body("internal", "internal server error")
+        if self.task is me:
+            self.task = None
+        if refusal is not None:
+            self.reply(head, *refusal)
+
+    def remote(self, head: RequestHead) -> str:
+        """The client's address (from `X-Forwarded-For` when the peer is a trusted proxy)."""
+        peer = self.transport.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple | list) else None
+        trusted = self.front.trusted
+        if trusted:
+            forwarded = head.headers.get("x-forwarded-for")
+            host = client_address(host, [forwarded] if forwarded else [], trusted)
+        return host or "-"
+
+    def _cors(self, head: RequestHead) -> list[tuple[str, str]]:
+        cors = self.front.cors
+        if cors is None:
+            return []
+        return list(cors.headers(head.headers.get("origin")).items())
+
+    def plain(self, head: RequestHead) -> bool:
+        """Whether `head` can be answered with `answer.json_answer`'s prebuilt bytes (which
+        carry no CORS headers and are not access-logged)."""
+        return (
+            head.version == "1.1"
+            and head.keep_alive
+            and not self.front.access_log
+            and not (self.front.cors and "origin" in head.headers)
+        )
+
+    def write_answer(
+        self, head: RequestHead, status: int, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
+        """Write a whole answer to `head` (CORS headers added); `finish` follows."""
+        transport = self.transport
+        if transport.is_closing():
+            return
+        length = None if status == 204 else len(body)
+        headers = headers + self._cors(head)
+        if head.method == "HEAD":  # the head of the answer a GET would get, without its body
+            body = b""
+        whole = answer.head(status, headers, head.version, head.keep_alive, length) + body
+        transport.write(whole)
+        self.logged(head, status, len(whole))
+
+    def logged(self, head: RequestHead, status: int, sent: int) -> None:
+        """An access log line (`sent`: bytes written, the head included, as aiohttp counts)."""
+        if self.front.access_log:
+            log_request(self.remote(head), head, status, sent)
+
+    def reply(
+        self, head: RequestHead, status: int, headers: list[tuple[str, str]], body: bytes
+    ) -> None:
+        """Answer `head` and go on with the next request."""
+        if self.state == BUSY:
+            self.write_answer(head, status, headers, body)
+            self.finish(head.keep_alive)
+
+    def finish(self, keep_alive: bool) -> None:
+        """The request is answered: read the next one, or close."""
+        if self.state != BUSY:
+            return
+        if not keep_alive or self.front.state.draining or self.transport.is_closing():
+            self.state = GONE
+            self.transport.close()
+            return
+        self.state = HEAD
+        self._arm()
+        self._next()
+
+    def open_stream(
+        self, head: RequestHead, status: int, headers: list[tuple[str, str]], chunked: bool
+    ) -> asyncio.Transport | None:
+        """Send a held response's head and give the connection away (None: the client left).
+
+        `Connection: close` is announced: a held connection is never reused.
+        """
+        if self.transport.is_closing():
+            return None
+        sent = answer.head(status, headers + self._cors(head), head.version, False, None, chunked)
+        self.transport.write(sent)
+        self.logged(head, status, len(sent))
+        return self.give_away()[0]
+
+    def upgrade(self, head: RequestHead, accept: str) -> tuple[asyncio.Transport, bytes] | None:
+        """Complete a WebSocket handshake and give the connection away, with any bytes the
+        client sent after its head (None: the client left)."""
+        if self.transport.is_closing():
+            return None
+        headers = [
+            ("Upgrade", "websocket"),
+            ("Connection", "upgrade"),
+            ("Sec-WebSocket-Accept", accept),
+            *self._cors(head),
+        ]
+        sent = answer.head(101, headers, head.version)
+        self.transport.write(sent)
+        self.logged(head, 101, len(sent))
+        return self.give_away()
+
+    def give_away(self) -> tuple[asyncio.Transport, bytes]:
+        """Stop being the connection's protocol; the caller makes another one its protocol.
+        Returns the transport and the bytes read but not yet used."""
+        self.state = GONE
+        self._head_done()
+        self.front.connections.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        rest, self.buffer = self.buffer, b""
+        self._resume()
+        return self.transport, rest
