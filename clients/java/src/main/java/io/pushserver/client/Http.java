@@ -63,6 +63,18 @@ final class Http {
         return conn;
     }
 
+    /**
+     * The answer's status. A connection cut inside the status line leaves the JDK with none (-1)
+     * or a truncated one ({@code HTTP/1.1 20} reads as 20): both are a broken connection.
+     */
+    static int status(HttpURLConnection conn) throws IOException {
+        int status = conn.getResponseCode();
+        if (status < 100) {
+            throw new ProtocolException("no valid HTTP status line (the connection broke in it)");
+        }
+        return status;
+    }
+
     static byte[] readAll(InputStream in) throws IOException {
         if (in == null) {
             return new byte[0];

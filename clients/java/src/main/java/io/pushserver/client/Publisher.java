@@ -116,7 +116,7 @@ final class Publisher {
         } finally {
             out.close();
         }
-        int status = conn.getResponseCode();
+        int status = Http.status(conn);
         if (status / 100 != 2) {
             throw Http.error(conn, status);
         }

@@ -62,7 +62,7 @@ public final class PushClient {
             final SubscriptionListener listener) throws IOException {
         HttpURLConnection conn = Http.open(subscribeUrl(Transport.LONGPOLL, channels, cursor, timeoutSeconds, null),
                 options.connectTimeoutMillis(), Http.pollReadTimeoutMillis(timeoutSeconds));
-        int status = conn.getResponseCode();
+        int status = Http.status(conn);
         if (status != HttpURLConnection.HTTP_OK) {
             throw Http.error(conn, status);
         }

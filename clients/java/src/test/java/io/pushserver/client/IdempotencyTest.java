@@ -20,6 +20,8 @@ import java.util.stream.Collectors;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /**
  * Idempotent publishing: every publish carries a key made by the client, the same on each retry,
@@ -48,10 +50,13 @@ class IdempotencyTest {
         return SubscribeTest.options().publishKey(KEY).reconnectDelay(10, 50);
     }
 
-    /** Cuts the first {@code count} connections when the server answers (so after the request). */
-    private static IntSupplier cutFirst(int count) {
+    /**
+     * Cuts the first {@code count} connections after {@code bytes} bytes of the server's answer
+     * (so after the request reached it), and lets the others through.
+     */
+    private static IntSupplier cutFirst(int count, int bytes) {
         int[] left = {count};
-        return () -> left[0]-- > 0 ? 0 : Integer.MAX_VALUE;
+        return () -> left[0]-- > 0 ? bytes : Integer.MAX_VALUE;
     }
 
     /** The requests a proxy saw as [head, body], split by their Content-Length. */
@@ -86,12 +91,14 @@ class IdempotencyTest {
         return recorder.messages().stream().map(Message::data).collect(Collectors.toList());
     }
 
-    @Test
-    void aPublishCutAfterItWasSentIsRetriedWithItsKeyAndDeliveredOnce() throws Exception {
+    /** Cut before any byte of the answer, and inside its status line ("HTTP/1.1 20"). */
+    @ParameterizedTest
+    @ValueSource(ints = {0, 11})
+    void aPublishCutAfterItWasSentIsRetriedWithItsKeyAndDeliveredOnce(int answerBytes) throws Exception {
         String ch = SubscribeTest.channel("cut-once");
         Recorder recorder = new Recorder();
         try (Subscription s = follow(ch, recorder);
-                TcpProxy proxy = new TcpProxy(server.port, cutFirst(1))) {
+                TcpProxy proxy = new TcpProxy(server.port, cutFirst(1, answerBytes))) {
             PublishResult first = new PushClient(proxy.url(), fast()).publishText(ch, "once");
             PublishResult next = new PushClient(server.url, fast()).publishText(ch, "after");
             recorder.awaitMessages(2);
@@ -163,7 +170,7 @@ class IdempotencyTest {
         String ch = SubscribeTest.channel("unknown");
         Recorder recorder = new Recorder();
         try (Subscription s = follow(ch, recorder);
-                TcpProxy proxy = new TcpProxy(server.port, cutFirst(3))) {
+                TcpProxy proxy = new TcpProxy(server.port, cutFirst(3, 0))) {
             PushClient client = new PushClient(proxy.url(), fast().publishRetries(2));
             OutcomeUnknownException e = assertThrows(OutcomeUnknownException.class,
                     () -> client.publishText(ch, "maybe"));
