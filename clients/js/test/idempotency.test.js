@@ -16,11 +16,11 @@ const KEY = 'sesame';
 const FAST = { key: KEY, minDelay: 10, maxDelay: 50 };
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
-/** Cuts the first `count` connections as soon as the server answers (so after the request
- * reached it), and lets the others through. */
-function cutFirst(count) {
+/** Cuts the first `count` connections after `bytes` bytes of the server's answer (so after
+ * the request reached it), and lets the others through. */
+function cutFirst(count, bytes = 1) {
   let left = count;
-  return () => (left-- > 0 ? 1 : Infinity);
+  return () => (left-- > 0 ? bytes : Infinity);
 }
 
 /** The requests a recording proxy saw, as [{head, body}], split by their Content-Length. */
@@ -64,28 +64,31 @@ describe('idempotent publishing', () => {
   });
   after(() => server.stop());
 
-  test('a publish cut after it was sent is retried with its key and delivered once', async () => {
-    const channel = freshChannel('cut-once');
-    const { sub, log } = await follow(server, channel);
-    const proxy = await startTcpProxy(server.port, { cutAfter: cutFirst(1) });
-    try {
-      const receipt = await publish(proxy.url, channel, { n: 1 }, FAST);
-      const next = await publish(server.url, channel, { n: 2 }, FAST);
-      await waitFor(() => log.length >= 2, 'two messages');
-      assert.equal(proxy.stats.cuts, 1, 'the first attempt was cut');
-      const tries = requests(proxy);
-      assert.equal(tries.length, 2);
-      const key = headerOf(tries[0], 'Idempotency-Key');
-      assert.match(key, UUID_V4);
-      assert.equal(headerOf(tries[1], 'Idempotency-Key'), key);
-      assert.equal(receipt.id, 1);
-      assert.equal(next.id, 2);
-      assert.deepEqual(log.map((m) => [m.id, m.data.n]), [[1, 1], [2, 2]]);
-    } finally {
-      sub.close();
-      await proxy.close();
-    }
-  });
+  /* cut at the answer's first byte, and inside its status line ("HTTP/1.1 20") */
+  for (const bytes of [1, 11]) {
+    test(`a publish cut after it was sent (${bytes} B answered) is retried with its key`, async () => {
+      const channel = freshChannel('cut-once');
+      const { sub, log } = await follow(server, channel);
+      const proxy = await startTcpProxy(server.port, { cutAfter: cutFirst(1, bytes) });
+      try {
+        const receipt = await publish(proxy.url, channel, { n: 1 }, FAST);
+        const next = await publish(server.url, channel, { n: 2 }, FAST);
+        await waitFor(() => log.length >= 2, 'two messages');
+        assert.equal(proxy.stats.cuts, 1, 'the first attempt was cut');
+        const tries = requests(proxy);
+        assert.equal(tries.length, 2);
+        const key = headerOf(tries[0], 'Idempotency-Key');
+        assert.match(key, UUID_V4);
+        assert.equal(headerOf(tries[1], 'Idempotency-Key'), key);
+        assert.equal(receipt.id, 1);
+        assert.equal(next.id, 2);
+        assert.deepEqual(log.map((m) => [m.id, m.data.n]), [[1, 1], [2, 2]]);
+      } finally {
+        sub.close();
+        await proxy.close();
+      }
+    });
+  }
 
   test('a batch repeating its items\' keys answers the original ids', async () => {
     const channel = freshChannel('batch');
