@@ -186,6 +186,7 @@ async def test_cors_preflight_on_every_route(cors_server, path, method):
     assert status == 204 and body == b""
     assert method in headers["Access-Control-Allow-Methods"]
     assert "Authorization" in headers["Access-Control-Allow-Headers"]
+    assert "Idempotency-Key" in headers["Access-Control-Allow-Headers"]  # publish retries
     assert headers["Access-Control-Allow-Origin"] == APP
 
 

@@ -13,7 +13,8 @@ const banner = `/* pushserver client ${version}, generated from src/pushclient.j
 const esm = `${banner}${source}
 
 const PushClient = createPushClient(globalThis);
-export const { PushSubscription, publish, publishBatch, TRANSPORTS } = PushClient;
+export const { PushSubscription, publish, publishBatch, OutcomeUnknownError, TRANSPORTS } =
+  PushClient;
 export default PushClient;
 `;
 

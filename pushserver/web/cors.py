@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from aiohttp import hdrs, web
 
 ALLOW_METHODS = "GET, POST, OPTIONS"
-ALLOW_HEADERS = "Authorization, Content-Type, Last-Event-ID"
+ALLOW_HEADERS = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID"
 EXPOSE_HEADERS = "Retry-After, WWW-Authenticate"
 MAX_AGE = "600"
 

@@ -138,6 +138,13 @@ function createPushClient(root) {
     return { error: 'network', message: String(e && e.message || e || 'connection lost') };
   }
 
+  /* The wait before retry `failures` + 1: doubling from minDelay up to maxDelay, then scaled
+   * by a random factor in [0.5, 1] so that clients dropped together do not return together. */
+  function backoff(minDelay, maxDelay, failures) {
+    var cap = Math.min(maxDelay, minDelay * Math.pow(2, failures));
+    return cap / 2 + Math.random() * cap / 2;
+  }
+
   /* One JSON request (long-poll, publish) over fetch, else XHR; done(err, body). An error after
    * a 2xx head arrived says so (`afterHead`): the answer was cut off in its body. */
   function requestJson(caps, method, url, headers, body, timeoutMs, done) {
@@ -724,8 +731,7 @@ function createPushClient(root) {
       delay = err.retryAfter * 1000 + Math.random() * this._opts.minDelay;
     } else if (!err.rotate) {
       if (link.opened || link.received) { this._attempt = 0; }
-      var cap = Math.min(this._opts.maxDelay, this._opts.minDelay * Math.pow(2, this._attempt));
-      delay = cap / 2 + Math.random() * cap / 2;
+      delay = backoff(this._opts.minDelay, this._opts.maxDelay, this._attempt);
       this._attempt++;
     }
     this._status('reconnecting', { transport: name, delay: delay, reason: err });
@@ -795,30 +801,94 @@ function createPushClient(root) {
     this._status('closed', { cursor: this.cursor });
   };
 
-  function pubHeaders(options) {
-    var headers = { 'Content-Type': 'application/json' };
-    var key = option(options, 'key', null);
-    if (key) { headers.Authorization = 'Bearer ' + key; }
-    return headers;
+  /**
+   * A publish that may have been made although no answer said so (a 504 outcome_unknown, or a
+   * connection lost after the request went out) and that ran out of retries. Publishing again
+   * with the same `idempotencyKeys` is safe: the server answers the original ids.
+   */
+  function OutcomeUnknownError(message, keys) {
+    this.message = message;
+    this.stack = new Error(message).stack;
+    this.code = 'outcome_unknown';
+    this.idempotencyKeys = keys;
+  }
+  OutcomeUnknownError.prototype = Object.create(Error.prototype);
+  OutcomeUnknownError.prototype.constructor = OutcomeUnknownError;
+  OutcomeUnknownError.prototype.name = 'OutcomeUnknownError';
+
+  /* A fresh idempotency key, a random UUID (v4) from the runtime's CSPRNG: crypto.randomUUID,
+   * else crypto.getRandomValues (older browsers and WebViews; msCrypto in IE 11). Without
+   * either no key is safe from collisions, so the caller must give one. */
+  function newKey(crypto) {
+    if (crypto && typeof crypto.randomUUID === 'function') {
+      return crypto.randomUUID();
+    }
+    if (!crypto || typeof crypto.getRandomValues !== 'function') {
+      throw new Error('this runtime has no crypto.getRandomValues: pass idempotency keys');
+    }
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    bytes[6] = (bytes[6] & 0x0f) | 0x40; /* version 4 */
+    bytes[8] = (bytes[8] & 0x3f) | 0x80; /* RFC 4122 variant */
+    var hex = '';
+    for (var i = 0; i < 16; i++) {
+      hex += (i === 4 || i === 6 || i === 8 || i === 10 ? '-' : '') +
+        (bytes[i] + 0x100).toString(16).substring(1);
+    }
+    return hex;
   }
 
-  /* Node-style callback when given, else a Promise (when the runtime has one). */
-  function post(url, body, options) {
+  function keySource(options) {
+    var crypto = option(options, 'crypto', root.crypto || root.msCrypto);
+    return function () { return newKey(crypto); };
+  }
+
+  /* Whether a failed attempt may still have published: no answer, or a 5xx other than 503
+   * (which says the message was not published). */
+  function mayHavePublished(err) {
+    return !err.status || (err.status >= 500 && err.status !== 503);
+  }
+
+  /* POSTs a publish, trying again with the same body and keys after a network error, a 429 or
+   * a 5xx (waiting at least Retry-After), up to `retries` times; a 4xx other than 429 is final.
+   * Node-style callback when given, else a Promise (when the runtime has one). */
+  function post(url, headers, body, keys, options) {
     var callback = option(options, 'callback', null);
     var caps = capabilities(options);
     var timeoutMs = option(options, 'timeout', 30000);
+    var retries = option(options, 'retries', 3);
+    var minDelay = option(options, 'minDelay', 250);
+    var maxDelay = option(options, 'maxDelay', 30000);
+    var token = option(options, 'key', null);
+    headers['Content-Type'] = 'application/json';
+    if (token) { headers.Authorization = 'Bearer ' + token; }
     function send(done) {
-      requestJson(caps, 'POST', url, pubHeaders(options), body, timeoutMs, function (err, value) {
-        if (err) {
-          var error = new Error(err.message);
+      var failures = 0;
+      var unknown = false;
+      function attempt() {
+        requestJson(caps, 'POST', url, headers, body, timeoutMs, function (err, value) {
+          if (!err) {
+            done(null, value);
+            return;
+          }
+          unknown = unknown || mayHavePublished(err);
+          if (!err.final && failures < retries) {
+            var wait = backoff(minDelay, maxDelay, failures);
+            failures++;
+            root.setTimeout(attempt, Math.max(wait, (err.retryAfter || 0) * 1000));
+            return;
+          }
+          var error = unknown ?
+            new OutcomeUnknownError('publish outcome unknown after ' + (failures + 1) +
+              ' attempts: ' + err.message, keys) :
+            new Error(err.message);
           error.status = err.status;
-          error.code = err.error;
+          error.code = unknown ? 'outcome_unknown' : err.error;
           error.retryAfter = err.retryAfter;
           done(error);
-        } else {
-          done(null, value);
-        }
-      });
+        });
+      }
+      attempt();
     }
     if (callback || !root.Promise) {
       send(callback || noop);
@@ -831,21 +901,38 @@ function createPushClient(root) {
     });
   }
 
-  /** Publishes one JSON value to a channel (Node, trusted pages): {channel, id, ts, subscribers}. */
+  /**
+   * Publishes one JSON value to a channel (Node, trusted pages): {channel, id, ts, subscribers}.
+   * It carries `options.idempotencyKey`, else a new random one, on every try.
+   */
   function publish(baseUrl, channel, data, options) {
-    return post(trimBase(baseUrl) + '/pub/' + checkChannel(channel), JSON.stringify(data), options);
+    var key = option(options, 'idempotencyKey', null) || keySource(options)();
+    return post(trimBase(baseUrl) + '/pub/' + checkChannel(channel), { 'Idempotency-Key': key },
+      JSON.stringify(data), [key], options);
   }
 
-  /** Publishes [{channel, data}, ...] in one request, in order. */
+  /**
+   * Publishes [{channel, data, idempotency_key?}, ...] in one request, in order; an item
+   * without a key gets a new random one, the same on every try.
+   */
   function publishBatch(baseUrl, items, options) {
-    for (var i = 0; i < items.length; i++) { checkChannel(items[i].channel); }
-    return post(trimBase(baseUrl) + '/pub', JSON.stringify(items), options);
+    var makeKey = keySource(options);
+    var batch = [];
+    var keys = [];
+    for (var i = 0; i < items.length; i++) {
+      var key = items[i].idempotency_key || makeKey();
+      batch.push({ channel: checkChannel(items[i].channel), data: items[i].data,
+        idempotency_key: key });
+      keys.push(key);
+    }
+    return post(trimBase(baseUrl) + '/pub', {}, JSON.stringify(batch), keys, options);
   }
 
   return {
     PushSubscription: PushSubscription,
     publish: publish,
     publishBatch: publishBatch,
+    OutcomeUnknownError: OutcomeUnknownError,
     TRANSPORTS: ['auto', 'ws', 'sse', 'stream', 'longpoll', 'jsonp'],
     version: '0.1.0'
   };

@@ -54,11 +54,12 @@ export function startPushserver(args = []) {
 /**
  * A TCP relay in front of the server; cut() drops every connection through it. With
  * `cutAfter`, each connection is cut once it has carried cutAfter() bytes from the server, as
- * links that drop every few kilobytes do.
+ * links that drop every few kilobytes do. sent() is everything clients sent through it.
  */
 export function startTcpProxy(targetPort, { cutAfter = null } = {}) {
   const pairs = new Set();
   const stats = { connections: 0, open: 0, maxOpen: 0, cuts: 0 };
+  const sent = [];
   const server = net.createServer((client) => {
     const upstream = net.connect(targetPort, '127.0.0.1');
     const pair = { client, upstream };
@@ -77,6 +78,7 @@ export function startTcpProxy(targetPort, { cutAfter = null } = {}) {
     };
     client.on('error', close).on('close', close);
     upstream.on('error', close).on('close', close);
+    client.on('data', (chunk) => sent.push(chunk));
     client.pipe(upstream);
     if (cutAfter) {
       let budget = cutAfter();
@@ -102,6 +104,7 @@ export function startTcpProxy(targetPort, { cutAfter = null } = {}) {
       resolve({
         url: `http://127.0.0.1:${server.address().port}`,
         stats,
+        sent: () => Buffer.concat(sent).toString('latin1'),
         cut() {
           for (const pair of [...pairs]) {
             pair.client.destroy();

@@ -5,6 +5,7 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.UnsupportedEncodingException;
 import java.net.HttpURLConnection;
+import java.net.ProtocolException;
 import java.net.URL;
 import java.net.URLEncoder;
 import java.nio.charset.Charset;
@@ -62,6 +63,18 @@ final class Http {
         return conn;
     }
 
+    /**
+     * The answer's status. A connection cut inside the status line leaves the JDK with none (-1)
+     * or a truncated one ({@code HTTP/1.1 20} reads as 20): both are a broken connection.
+     */
+    static int status(HttpURLConnection conn) throws IOException {
+        int status = conn.getResponseCode();
+        if (status < 100) {
+            throw new ProtocolException("no valid HTTP status line (the connection broke in it)");
+        }
+        return status;
+    }
+
     static byte[] readAll(InputStream in) throws IOException {
         if (in == null) {
             return new byte[0];
@@ -80,12 +93,25 @@ final class Http {
 
     /** Reads a successful answer as a JSON object. */
     static Map<String, Object> readObject(InputStream in) throws IOException {
+        return object(readJson(in));
+    }
+
+    /** Reads a successful answer as a JSON value; malformed JSON is a protocol error. */
+    static Object readJson(InputStream in) throws IOException {
         String body = new String(readAll(in), UTF_8);
         try {
-            return Json.parseObject(body);
+            return Json.parse(body);
         } catch (JsonException e) {
-            throw new java.net.ProtocolException(e.getMessage());
+            throw new ProtocolException(e.getMessage());
         }
+    }
+
+    @SuppressWarnings("unchecked")
+    static Map<String, Object> object(Object value) throws ProtocolException {
+        if (!(value instanceof Map)) {
+            throw new ProtocolException("expected a JSON object, got " + value);
+        }
+        return (Map<String, Object>) value;
     }
 
     /** Turns an error answer into a typed exception, keeping the server's code and message. */
@@ -105,7 +131,9 @@ final class Http {
             // a proxy's error page: keep the status and the text
         }
         if (status == 401) {
-            return new UnauthorizedException(code, message);
+            // A streamed request (a publish) loses a 401's body inside HttpURLConnection, and
+            // 401 has only the one code.
+            return new UnauthorizedException(body.isEmpty() ? "unauthorized" : code, message);
         }
         return new PushException(status, code, message, retryAfter(conn));
     }

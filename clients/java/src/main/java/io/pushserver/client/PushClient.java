@@ -1,7 +1,6 @@
 package io.pushserver.client;
 
 import java.io.IOException;
-import java.io.OutputStream;
 import java.net.HttpURLConnection;
 import java.net.URI;
 import java.net.URL;
@@ -16,6 +15,7 @@ import java.util.Map;
 public final class PushClient {
     private final String base;
     private final PushOptions options;
+    private final Publisher publisher;
 
     public PushClient(URI base) {
         this(base, new PushOptions());
@@ -30,6 +30,7 @@ public final class PushClient {
         String text = base.toString();
         this.base = text.endsWith("/") ? text.substring(0, text.length() - 1) : text;
         this.options = new PushOptions(options);
+        this.publisher = new Publisher(this.base, this.options);
     }
 
     /**
@@ -61,7 +62,7 @@ public final class PushClient {
             final SubscriptionListener listener) throws IOException {
         HttpURLConnection conn = Http.open(subscribeUrl(Transport.LONGPOLL, channels, cursor, timeoutSeconds, null),
                 options.connectTimeoutMillis(), Http.pollReadTimeoutMillis(timeoutSeconds));
-        int status = conn.getResponseCode();
+        int status = Http.status(conn);
         if (status != HttpURLConnection.HTTP_OK) {
             throw Http.error(conn, status);
         }
@@ -92,14 +93,40 @@ public final class PushClient {
         return next[0];
     }
 
-    /** Publishes a JSON value given as JSON text (see {@link Json#write} to build one). */
+    /**
+     * Publishes a JSON value given as JSON text (see {@link Json#write} to build one). It carries
+     * a new random idempotency key, the same on every retry (see {@link PushOptions#publishRetries}).
+     *
+     * @throws OutcomeUnknownException when the retries ran out and it may have been published
+     */
     public PublishResult publish(String channel, String json) throws IOException {
-        return post(channel, json, "application/json");
+        return publish(channel, json, null);
+    }
+
+    /** Publishes with the given idempotency key (null: a new one), e.g. one an earlier try used. */
+    public PublishResult publish(String channel, String json, String idempotencyKey) throws IOException {
+        return publisher.one(channel, json, "application/json", idempotencyKey);
     }
 
     /** Publishes plain text; subscribers receive it as a JSON string. */
     public PublishResult publishText(String channel, String text) throws IOException {
-        return post(channel, text, "text/plain; charset=utf-8");
+        return publishText(channel, text, null);
+    }
+
+    /** Publishes plain text with the given idempotency key (null: a new one). */
+    public PublishResult publishText(String channel, String text, String idempotencyKey)
+            throws IOException {
+        return publisher.one(channel, text, "text/plain; charset=utf-8", idempotencyKey);
+    }
+
+    /**
+     * Publishes messages in order in one request; all are checked before any is published. Each
+     * carries its own idempotency key (its item's, else a new one); the answers are in order.
+     *
+     * @throws OutcomeUnknownException when the retries ran out and it may have been published
+     */
+    public List<PublishResult> publishBatch(List<PublishItem> items) throws IOException {
+        return publisher.batch(items);
     }
 
     /** {@code limit} (long-poll only; null: the server's cap) bounds the events of one answer. */
@@ -120,29 +147,5 @@ public final class PushClient {
             url.append(i == 0 ? "" : ",").append(Http.pathSegment(channels.get(i)));
         }
         return new URL(url.append(query).toString());
-    }
-
-    private PublishResult post(String channel, String body, String contentType) throws IOException {
-        byte[] bytes = body.getBytes(Http.UTF_8);
-        URL url = new URL(base + "/pub/" + Http.pathSegment(channel));
-        HttpURLConnection conn = Http.open(url, options.connectTimeoutMillis(),
-                Http.REQUEST_READ_TIMEOUT_MILLIS);
-        conn.setRequestMethod("POST");
-        conn.setDoOutput(true);
-        conn.setRequestProperty("Content-Type", contentType);
-        if (options.publishKey() != null) {
-            conn.setRequestProperty("Authorization", "Bearer " + options.publishKey());
-        }
-        OutputStream out = conn.getOutputStream();
-        try {
-            out.write(bytes);
-        } finally {
-            out.close();
-        }
-        int status = conn.getResponseCode();
-        if (status / 100 != 2) {
-            throw Http.error(conn, status);
-        }
-        return PublishResult.fromJson(Http.readObject(conn.getInputStream()));
     }
 }

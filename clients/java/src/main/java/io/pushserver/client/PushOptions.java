@@ -11,6 +11,7 @@ public final class PushOptions {
     private long reconnectMaxMillis = 30000;
     private int history = -1;
     private int pollLimit = 100;
+    private int publishRetries = 3;
 
     public PushOptions() {}
 
@@ -24,6 +25,7 @@ public final class PushOptions {
         reconnectMaxMillis = other.reconnectMaxMillis;
         history = other.history;
         pollLimit = other.pollLimit;
+        publishRetries = other.publishRetries;
     }
 
     /** Sent as {@code Authorization: Bearer} on publishes (the server's {@code --publish-key}). */
@@ -108,6 +110,19 @@ public final class PushOptions {
         return this;
     }
 
+    /**
+     * How often a publish is sent again after a network error, a 429 or a 5xx (default 3), waiting
+     * as {@link #reconnectDelay} says and never less than a {@code Retry-After}. Every try carries
+     * the same idempotency key, so none publishes twice.
+     */
+    public PushOptions publishRetries(int retries) {
+        if (retries < 0) {
+            throw new IllegalArgumentException("publish retries must not be negative: " + retries);
+        }
+        publishRetries = retries;
+        return this;
+    }
+
     String publishKey() {
         return publishKey;
     }
@@ -142,5 +157,9 @@ public final class PushOptions {
 
     int pollLimit() {
         return pollLimit;
+    }
+
+    int publishRetries() {
+        return publishRetries;
     }
 }

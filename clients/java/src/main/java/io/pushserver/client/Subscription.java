@@ -218,10 +218,7 @@ public final class Subscription implements Closeable {
      */
     private InputStream open(HttpURLConnection conn, int generation, boolean head) throws IOException {
         try {
-            int status = conn.getResponseCode();
-            if (status < 0) {
-                throw new ProtocolException("no valid HTTP status line (the connection broke in it)");
-            }
+            int status = Http.status(conn);
             if (status != HttpURLConnection.HTTP_OK) {
                 throw Http.error(conn, status);
             }

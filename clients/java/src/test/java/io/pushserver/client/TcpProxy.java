@@ -1,5 +1,6 @@
 package io.pushserver.client;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
@@ -7,6 +8,7 @@ import java.net.InetAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.URI;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.function.IntSupplier;
@@ -14,7 +16,8 @@ import java.util.function.IntSupplier;
 /**
  * A loopback TCP proxy that lets a test do to a client what mobile networks do: cut its
  * connections, or freeze them (sockets stay open, no byte gets through) until the client gives up,
- * or cut each one after a number of bytes from the server drawn for it.
+ * or cut each one after a number of bytes from the server drawn for it. It keeps what clients
+ * sent, for tests that check requests.
  */
 final class TcpProxy implements AutoCloseable {
     private static final IntSupplier NEVER = () -> Integer.MAX_VALUE;
@@ -23,6 +26,7 @@ final class TcpProxy implements AutoCloseable {
     private final int targetPort;
     private final IntSupplier cutAfter;
     private final List<Pipe> pipes = new ArrayList<>();
+    private final ByteArrayOutputStream sent = new ByteArrayOutputStream();
     private int accepted;
     private int cuts;
 
@@ -30,7 +34,10 @@ final class TcpProxy implements AutoCloseable {
         this(targetPort, NEVER);
     }
 
-    /** Cuts each connection once it has carried {@code cutAfter.getAsInt()} bytes from the server. */
+    /**
+     * Cuts each connection once it has carried {@code cutAfter.getAsInt()} bytes from the server;
+     * 0 cuts it when the server first answers, passing nothing on.
+     */
     TcpProxy(int targetPort, IntSupplier cutAfter) throws IOException {
         this.targetPort = targetPort;
         this.cutAfter = cutAfter;
@@ -56,6 +63,13 @@ final class TcpProxy implements AutoCloseable {
     synchronized void freezeAll() {
         for (Pipe pipe : pipes) {
             pipe.frozen = true;
+        }
+    }
+
+    /** Every byte clients sent through the proxy so far (ISO-8859-1, so one char per byte). */
+    String sent() {
+        synchronized (sent) {
+            return new String(sent.toByteArray(), StandardCharsets.ISO_8859_1);
         }
     }
 
@@ -114,12 +128,13 @@ final class TcpProxy implements AutoCloseable {
         }
 
         void start() throws IOException {
-            pump(client.getInputStream(), server.getOutputStream(), "proxy-up", Integer.MAX_VALUE);
-            pump(server.getInputStream(), client.getOutputStream(), "proxy-down", budget);
+            pump(client.getInputStream(), server.getOutputStream(), "proxy-up", Integer.MAX_VALUE, sent);
+            pump(server.getInputStream(), client.getOutputStream(), "proxy-down", budget, null);
         }
 
         /** Forwards until either side closes, or cuts once {@code left} bytes went through. */
-        private void pump(InputStream in, OutputStream out, String name, int left) {
+        private void pump(InputStream in, OutputStream out, String name, int left,
+                ByteArrayOutputStream tap) {
             Thread thread = new Thread(() -> {
                 byte[] buf = new byte[16384];
                 int remaining = left;
@@ -127,6 +142,11 @@ final class TcpProxy implements AutoCloseable {
                     for (int n; (n = in.read(buf)) != -1; ) {
                         if (frozen) {
                             continue;
+                        }
+                        if (tap != null) {
+                            synchronized (tap) {
+                                tap.write(buf, 0, n);
+                            }
                         }
                         out.write(buf, 0, Math.min(n, remaining));
                         out.flush();
