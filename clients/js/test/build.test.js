@@ -9,7 +9,7 @@ import { parse } from 'acorn';
 import * as esm from '../dist/pushclient.js';
 
 const read = (path) => readFileSync(new URL(path, import.meta.url), 'utf8');
-const API = ['PushSubscription', 'TRANSPORTS', 'publish', 'publishBatch', 'version'];
+const API = ['PushSubscription', 'TRANSPORTS', 'publish', 'publishBatch', 'version', 'wire'];
 
 test('the source and the classic build parse as ES5 scripts', () => {
   for (const path of ['../src/pushclient.js', '../dist/pushclient.classic.js']) {
