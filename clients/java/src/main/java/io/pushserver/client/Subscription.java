@@ -219,7 +219,7 @@ public final class Subscription implements Closeable {
     private InputStream open(HttpURLConnection conn, int generation, boolean head) throws IOException {
         try {
             int status = conn.getResponseCode();
-            if (status < 0) {
+            if (status < 100 || status > 599) { // "HTTP/1.1 2" when the link broke after the 2
                 throw new ProtocolException("no valid HTTP status line (the connection broke in it)");
             }
             if (status != HttpURLConnection.HTTP_OK) {
