@@ -13,7 +13,7 @@ const banner = `/* pushserver client ${version}, generated from src/pushclient.j
 const esm = `${banner}${source}
 
 const PushClient = createPushClient(globalThis);
-export const { PushSubscription, publish, publishBatch, OutcomeUnknownError, TRANSPORTS } =
+export const { PushSubscription, publish, publishBatch, OutcomeUnknownError, TRANSPORTS, wire } =
   PushClient;
 export default PushClient;
 `;

@@ -13,6 +13,8 @@ function createPushClient(root) {
   var HTTP_STREAMS = { sse: true, stream: true };
   var HEAD_TIMEOUT_MS = 15000; /* the immediate long-poll that takes a new subscription's cursor */
   var MAX_BETTER_DELAY_MS = 1800000; /* the longest wait before trying a better transport again */
+  /* docs/protocol.md's numbers: the first reconnect delay, its ceiling, the long-poll cap */
+  var DEFAULTS = { minDelay: 250, maxDelay: 30000, pollLimit: 100 };
   var jsonpSeq = 0;
 
   function noop() {}
@@ -114,9 +116,11 @@ function createPushClient(root) {
     return ladder;
   }
 
+  /* Retry-After as docs/protocol.md reads it: ASCII digits are seconds, anything else (an HTTP
+   * date, a sign, decimals) is ignored. */
   function parseRetryAfter(value) {
-    var seconds = parseFloat(value);
-    return isNaN(seconds) || seconds < 0 ? null : seconds;
+    var digits = /^[ \t]*([0-9]+)[ \t]*$/.exec(value === null || value === undefined ? '' : value);
+    return digits ? parseInt(digits[1], 10) : null;
   }
 
   /* An HTTP error as the reconnect logic needs it: final unless retrying can help. */
@@ -136,13 +140,6 @@ function createPushClient(root) {
 
   function networkError(e) {
     return { error: 'network', message: String(e && e.message || e || 'connection lost') };
-  }
-
-  /* The wait before retry `failures` + 1: doubling from minDelay up to maxDelay, then scaled
-   * by a random factor in [0.5, 1] so that clients dropped together do not return together. */
-  function backoff(minDelay, maxDelay, failures) {
-    var cap = Math.min(maxDelay, minDelay * Math.pow(2, failures));
-    return cap / 2 + Math.random() * cap / 2;
   }
 
   /* One JSON request (long-poll, publish) over fetch, else XHR; done(err, body). An error after
@@ -334,6 +331,22 @@ function createPushClient(root) {
     };
   }
 
+  /* What a wire object is: 'message' (an envelope has no type), 'gap', 'reconnect', 'expired',
+   * or null for a control type this client does not know (the protocol says ignore it). */
+  function eventKind(obj) {
+    if (obj.type === undefined) { return 'message'; }
+    return obj.type === 'gap' || obj.type === 'reconnect' || obj.type === 'expired' ? obj.type : null;
+  }
+
+  /* A long-poll answer's events in order, then its cursor. */
+  function deliverAnswer(body, link) {
+    var messages = (body && body.messages) || [];
+    for (var i = 0; i < messages.length; i++) {
+      link.event(messages[i]);
+    }
+    if (body && body.cursor) { link.cursor(body.cursor); }
+  }
+
   /* Transports: open(sub, link) -> {close, liveness}. liveness says what the heartbeat
    * watchdog can observe: 'bytes' (every heartbeat), 'open' (only the connection opening). */
   var OPENERS = {
@@ -419,6 +432,33 @@ function createPushClient(root) {
     this.value = Math.max(1, Math.floor(this.value / 2));
   };
 
+  /* Reconnect delays (docs/protocol.md, "Reconnect backoff"): failed attempts in a row are
+   * counted, retry n waits min(maxDelay, minDelay * 2^(n-1)) ms scaled by a random factor in
+   * [0.5, 1], never less than a Retry-After; an attempt that made progress restarts the count. */
+  function Backoff(minDelay, maxDelay) {
+    this.minDelay = minDelay;
+    this.maxDelay = maxDelay;
+    this.failures = 0;
+  }
+
+  /* The range (ms) the delay before retry `attempt` is drawn from, before any Retry-After. */
+  Backoff.prototype.bounds = function (attempt) {
+    var high = Math.min(this.maxDelay, this.minDelay * Math.pow(2, attempt - 1));
+    return [high / 2, high];
+  };
+
+  Backoff.prototype.progress = function () {
+    this.failures = 0;
+  };
+
+  /* Counts a failed attempt: the delay (ms) before the next, given its Retry-After (s) or null. */
+  Backoff.prototype.failed = function (retryAfter) {
+    this.failures++;
+    var range = this.bounds(this.failures);
+    var delay = range[0] + Math.random() * (range[1] - range[0]);
+    return retryAfter === null || retryAfter === undefined ? delay : Math.max(delay, retryAfter * 1000);
+  };
+
   /* Sends one long-poll (JSONP when asked) from the subscription's cursor with its limit, and
    * adapts the limit to how the answer came: done(err, body). */
   function poll(sub, jsonp, timeout, timeoutMs, done) {
@@ -454,12 +494,8 @@ function createPushClient(root) {
             return;
           }
           if (!link.opened) { link.open(); }
-          var messages = body.messages || [];
-          for (var i = 0; i < messages.length && !closed; i++) {
-            link.event(messages[i]);
-          }
+          deliverAnswer(body, link);
           if (closed) { return; }
-          if (body.cursor) { link.cursor(body.cursor); }
           /* next tick: lets the HTTP stack put the kept-alive connection back for reuse */
           root.setTimeout(next, 0);
         });
@@ -532,8 +568,6 @@ function createPushClient(root) {
       xhrMaxBytes: option(options, 'xhrMaxBytes', 1048576),
       heartbeat: option(options, 'heartbeat', 20),
       pollTimeout: option(options, 'pollTimeout', 30),
-      minDelay: option(options, 'minDelay', 250),
-      maxDelay: option(options, 'maxDelay', 30000),
       betterAfter: option(options, 'betterAfter', 60000),
       onMessage: options.onMessage,
       onGap: options.onGap,
@@ -542,13 +576,14 @@ function createPushClient(root) {
     this._caps = capabilities(options);
     this._auto = option(options, 'transport', 'auto') === 'auto';
     this._ladder = candidates(this._caps, option(options, 'transport', 'auto'));
-    this._limit = new PollLimit(option(options, 'pollLimit', 100));
+    this._limit = new PollLimit(option(options, 'pollLimit', DEFAULTS.pollLimit));
+    this._backoff = new Backoff(option(options, 'minDelay', DEFAULTS.minDelay),
+      option(options, 'maxDelay', DEFAULTS.maxDelay));
     this._rung = 0;
     this._betterDelay = this._opts.betterAfter;
     this._betterTimer = null;
     this._unopened = 0;
     this._stalls = 0;
-    this._attempt = 0;
     this._generation = 0;
     this._conn = null;
     this._watchdog = null;
@@ -668,13 +703,8 @@ function createPushClient(root) {
         link.end(err);
         return;
       }
-      var messages = (body && body.messages) || [];
-      for (var i = 0; i < messages.length && live(); i++) {
-        link.event(messages[i]);
-      }
-      if (!live()) { return; }
-      if (body && body.cursor) { self.cursor = body.cursor; }
-      open();
+      deliverAnswer(body, link);
+      if (live()) { open(); }
     }
     var request;
     try {
@@ -692,14 +722,15 @@ function createPushClient(root) {
     if (obj.cursor) {
       this.cursor = obj.cursor;
     }
-    if (obj.type === undefined) {
-      this._attempt = 0;
+    var kind = eventKind(obj);
+    if (kind === 'message') {
+      this._backoff.progress();
       callUser(this._opts.onMessage, [obj]);
-    } else if (obj.type === 'gap') {
+    } else if (kind === 'gap') {
       callUser(this._opts.onGap, [obj]);
-    } else if (obj.type === 'reconnect') {
+    } else if (kind === 'reconnect') {
       link.end({ error: 'reconnect', message: 'the server asked to reconnect' });
-    } else if (obj.type === 'expired') {
+    } else if (kind === 'expired') {
       this._status('expired', {});
       link.end({ error: 'expired', message: 'the subscription token expired' });
     }
@@ -727,12 +758,9 @@ function createPushClient(root) {
       this._climbDown(name, link, err);
     }
     var delay = 0;
-    if (err.retryAfter !== null && err.retryAfter !== undefined) {
-      delay = err.retryAfter * 1000 + Math.random() * this._opts.minDelay;
-    } else if (!err.rotate) {
-      if (link.opened || link.received) { this._attempt = 0; }
-      delay = backoff(this._opts.minDelay, this._opts.maxDelay, this._attempt);
-      this._attempt++;
+    if (!err.rotate) {
+      if (link.opened || link.received) { this._backoff.progress(); }
+      delay = this._backoff.failed(err.retryAfter);
     }
     this._status('reconnecting', { transport: name, delay: delay, reason: err });
     this._retryTimer = root.setTimeout(function () {
@@ -759,7 +787,7 @@ function createPushClient(root) {
     if (this._rung !== from) {
       this._unopened = 0;
       this._stalls = 0;
-      this._attempt = 0;
+      this._backoff.progress();
       this._status('fallback', { from: name, to: this._ladder[this._rung], reason: err });
       this._tryBetterLater();
     }
@@ -783,7 +811,7 @@ function createPushClient(root) {
       self._rung = 0;
       self._unopened = 0;
       self._stalls = 0;
-      self._attempt = 0;
+      self._backoff.progress();
       self._status('upgrade', { from: from, to: self._ladder[0] });
       self._connect();
     }, delay);
@@ -863,6 +891,7 @@ function createPushClient(root) {
     headers['Content-Type'] = 'application/json';
     if (token) { headers.Authorization = 'Bearer ' + token; }
     function send(done) {
+      var delays = new Backoff(minDelay, maxDelay);
       var failures = 0;
       var unknown = false;
       function attempt() {
@@ -873,9 +902,8 @@ function createPushClient(root) {
           }
           unknown = unknown || mayHavePublished(err);
           if (!err.final && failures < retries) {
-            var wait = backoff(minDelay, maxDelay, failures);
             failures++;
-            root.setTimeout(attempt, Math.max(wait, (err.retryAfter || 0) * 1000));
+            root.setTimeout(attempt, delays.failed(err.retryAfter));
             return;
           }
           var error = unknown ?
@@ -934,6 +962,21 @@ function createPushClient(root) {
     publishBatch: publishBatch,
     OutcomeUnknownError: OutcomeUnknownError,
     TRANSPORTS: ['auto', 'ws', 'sse', 'stream', 'longpoll', 'jsonp'],
+    /* The sans-I/O units of the wire protocol, which the shared conformance transcripts
+     * (tests/conformance/) replay; not needed to subscribe or publish. */
+    wire: {
+      DEFAULTS: DEFAULTS,
+      Backoff: Backoff,
+      PollLimit: PollLimit,
+      deliverAnswer: deliverAnswer,
+      eventKind: eventKind,
+      httpError: httpError,
+      jsonpRequest: jsonpRequest,
+      ndjsonParser: ndjsonParser,
+      parseRetryAfter: parseRetryAfter,
+      requestJson: requestJson,
+      sseParser: sseParser
+    },
     version: '0.1.0'
   };
 }

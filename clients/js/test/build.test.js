@@ -16,6 +16,7 @@ const API = [
   'publish',
   'publishBatch',
   'version',
+  'wire',
 ];
 
 test('the source and the classic build parse as ES5 scripts', () => {

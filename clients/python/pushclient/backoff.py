@@ -16,10 +16,15 @@ class Backoff:
     factor: float = 2.0
     jitter: float = 0.5
 
+    def bounds(self, attempt: int) -> tuple[float, float]:
+        """The range the delay before `attempt` is drawn from, before any Retry-After."""
+        base = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
+        return base * (1.0 - self.jitter), base
+
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
         """The delay before `attempt`; never shorter than the server's `retry_after`."""
-        base = min(self.maximum, self.initial * self.factor ** max(0, attempt - 1))
-        delay = base * (1.0 - self.jitter * random.random())
+        low, high = self.bounds(attempt)
+        delay = random.uniform(low, high)
         return delay if retry_after is None else max(delay, retry_after)
 
 

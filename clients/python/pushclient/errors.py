@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import email.utils
-import time
 from collections.abc import Mapping
 
 import orjson
@@ -67,6 +65,12 @@ class PayloadTooLarge(PushError):
     default_code = "too_large"
 
 
+class RequestTimeout(PushError):
+    """408 (a proxy gave up waiting for the request): retried by subscriptions."""
+
+    default_code = "request_timeout"
+
+
 class TooManyRequests(PushError):
     """429: retried by subscriptions (after `retry_after` when given)."""
 
@@ -124,6 +128,7 @@ _BY_STATUS: dict[int, type[PushError]] = {
     401: Unauthorized,
     403: Forbidden,
     404: NotFound,
+    408: RequestTimeout,
     413: PayloadTooLarge,
     429: TooManyRequests,
     503: ServiceUnavailable,
@@ -132,32 +137,26 @@ _BY_STATUS: dict[int, type[PushError]] = {
 
 
 def error_from_response(status: int, body: bytes, headers: Mapping[str, str]) -> PushError:
-    """Turn a non-2xx answer into its typed error, keeping the server's code and message."""
+    """Turn a non-2xx answer into its typed error, keeping the server's code and message; an
+    answer that is not the protocol's JSON (a proxy's page) gets the code `http_<status>`."""
     try:
         parsed = orjson.loads(body)
         code, message = str(parsed["error"]), str(parsed.get("message", ""))
     except (orjson.JSONDecodeError, TypeError, KeyError, AttributeError):
-        code = None
+        code = f"http_{status}"
         message = body.decode("utf-8", "replace").strip()[:200] or f"HTTP {status}"
     cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else PushError)
-    return cls(
-        message,
-        status=status,
-        code=code or cls.default_code,
-        retry_after=parse_retry_after(headers.get("Retry-After")),
-    )
+    return cls(message, status=status, code=code, retry_after=parse_retry_after(headers))
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Retry-After is seconds or an HTTP date; anything unreadable is ignored."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+def is_retryable(error: PushError) -> bool:
+    """Whether another attempt can succeed (protocol.md, "Errors"): network errors, 408, 429
+    and 5xx are retried; any other 4xx is final."""
+    return isinstance(error, NetworkError | RequestTimeout | TooManyRequests | ServerError)
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Retry-After as protocol.md reads it: ASCII digits are seconds; anything else (an HTTP
+    date, a sign, decimals) is ignored, as every client in this repository does."""
+    value = headers.get("Retry-After", "").strip(" \t")
+    return float(value) if value.isascii() and value.isdigit() else None

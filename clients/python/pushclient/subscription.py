@@ -16,9 +16,8 @@ from .errors import (
     NetworkError,
     PushError,
     RetriesExhausted,
-    ServerError,
     TokenExpired,
-    TooManyRequests,
+    is_retryable,
 )
 from .models import Gap, Message, ServerHints
 from .pollsize import PollLimit
@@ -28,8 +27,6 @@ from .transports.longpoll import LongPollTransport
 
 log = logging.getLogger("pushclient")
 
-# Errors worth another attempt; any other PushError (a 4xx) is final.
-_RETRYABLE = (NetworkError, ServerError, TooManyRequests)
 _NETWORK = (aiohttp.ClientError, TimeoutError, OSError)
 
 
@@ -143,7 +140,9 @@ class Subscription:
                     if transport.polling:
                         continue
                     error = NetworkError("the server closed the stream")
-            except _RETRYABLE as exc:
+            except PushError as exc:
+                if not is_retryable(exc):
+                    raise
                 error = exc
             except _NETWORK as exc:
                 error = NetworkError(f"{type(exc).__name__}: {exc}".rstrip(": "))

@@ -106,11 +106,23 @@ async def open_response(
                 resp.close()
 
 
+class LineSplitter:
+    """Complete lines only, without their `\\n` or `\\r\\n`, from bytes in the pieces they
+    arrive in: a line cut short by a dropped connection is never seen."""
+
+    __slots__ = ("pending",)
+
+    def __init__(self) -> None:
+        self.pending = b""
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+
+
 async def iter_lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
-    """Complete lines only, without their `\\n` or `\\r\\n`: a line cut short by a dropped
-    connection is never seen."""
-    pending = b""
+    """The body's complete lines, as `LineSplitter` cuts them."""
+    lines = LineSplitter()
     async for chunk in content.iter_any():
-        *lines, pending = (pending + chunk).split(b"\n")
-        for line in lines:
-            yield line[:-1] if line.endswith(b"\r") else line
+        for line in lines.feed(chunk):
+            yield line

@@ -40,12 +40,17 @@ class LongPollTransport(Transport):
                 self.limit.cut_short()
                 raise
         self.limit.arrived()
-        try:
-            answer = orjson.loads(body)
-            items, cursor = answer["messages"], answer["cursor"]
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            raise NetworkError(f"malformed long-poll answer: {body[:200]!r}") from exc
-        for item in items:
-            if (event := parse_event(item)) is not None:
-                yield event
-        yield Checkpoint(cursor)
+        for event in parse_answer(body):
+            yield event
+
+
+def parse_answer(body: bytes) -> list[Event]:
+    """A long-poll answer's events, then the `Checkpoint` of its cursor; unknown control types
+    are skipped and `more` needs nothing here: the next poll starts at once anyway."""
+    try:
+        answer = orjson.loads(body)
+        items, cursor = answer["messages"], answer["cursor"]
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise NetworkError(f"malformed long-poll answer: {body[:200]!r}") from exc
+    events = [event for item in items if (event := parse_event(item)) is not None]
+    return [*events, Checkpoint(cursor)]

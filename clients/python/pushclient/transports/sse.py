@@ -22,13 +22,27 @@ class SSETransport(Transport):
     ) -> AsyncGenerator[Event, None]:
         async with open_response(session, url, params, idle, "text/event-stream") as resp:
             yield Connected()
-            data: list[bytes] = []
+            parser = SSEParser()
             async for line in iter_lines(resp.content):
-                if not line:
-                    if data and (event := decode_event(b"\n".join(data))) is not None:
-                        yield event
-                    data.clear()
-                    continue
-                field, _, value = line.partition(b":")
-                if field == b"data":
-                    data.append(value[1:] if value.startswith(b" ") else value)
+                if (event := parser.line(line)) is not None:
+                    yield event
+
+
+class SSEParser:
+    """text/event-stream lines in, events out: `data:` lines up to a blank line make one event;
+    `:` comments (heartbeats, padding), `id:` and other fields are skipped."""
+
+    __slots__ = ("data",)
+
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+
+    def line(self, line: bytes) -> Event | None:
+        """Take one line (without its line end); the event it completes, if any."""
+        if not line:
+            data, self.data = self.data, []
+            return decode_event(b"\n".join(data)) if data else None
+        field, _, value = line.partition(b":")
+        if field == b"data":
+            self.data.append(value[1:] if value.startswith(b" ") else value)
+        return None

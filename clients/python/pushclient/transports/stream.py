@@ -20,5 +20,10 @@ class StreamTransport(Transport):
         async with open_response(session, url, params, idle, "application/x-ndjson") as resp:
             yield Connected()
             async for line in iter_lines(resp.content):
-                if line.strip() and (event := decode_event(line)) is not None:
+                if (event := ndjson_event(line)) is not None:
                     yield event
+
+
+def ndjson_event(line: bytes) -> Event | None:
+    """One NDJSON line as an event; a blank line (heartbeat, padding) is none."""
+    return decode_event(line) if line.strip() else None

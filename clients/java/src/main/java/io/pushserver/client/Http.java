@@ -117,8 +117,16 @@ final class Http {
     /** Turns an error answer into a typed exception, keeping the server's code and message. */
     static PushException error(HttpURLConnection conn, int status) throws IOException {
         String body = new String(readAll(conn.getErrorStream()), UTF_8);
+        return error(status, body, conn.getHeaderField("Retry-After"), conn.getResponseMessage());
+    }
+
+    /**
+     * An error answer as its typed exception: the server's code and message from its JSON body,
+     * else {@code http_<status>} and the text (a proxy's page) or the status line's reason.
+     */
+    static PushException error(int status, String body, String retryAfter, String reason) {
         String code = "http_" + status;
-        String message = body.isEmpty() ? String.valueOf(conn.getResponseMessage()) : body;
+        String message = body.isEmpty() ? String.valueOf(reason) : body;
         try {
             Map<String, Object> error = Json.parseObject(body);
             if (error.get("error") instanceof String) {
@@ -135,18 +143,18 @@ final class Http {
             // 401 has only the one code.
             return new UnauthorizedException(body.isEmpty() ? "unauthorized" : code, message);
         }
-        return new PushException(status, code, message, retryAfter(conn));
+        return new PushException(status, code, message, retryAfterSeconds(retryAfter));
     }
 
-    private static long retryAfter(HttpURLConnection conn) {
-        String value = conn.getHeaderField("Retry-After");
-        if (value == null) {
+    /**
+     * Retry-After as docs/protocol.md reads it: ASCII digits are seconds; anything else (an HTTP
+     * date, a sign, decimals) is ignored: -1.
+     */
+    static long retryAfterSeconds(String value) {
+        String digits = value == null ? "" : value.replaceAll("^[ \t]+|[ \t]+$", "");
+        if (!digits.matches("[0-9]{1,18}")) {
             return -1;
         }
-        try {
-            return Math.max(0, Long.parseLong(value.trim()));
-        } catch (NumberFormatException httpDate) {
-            return -1;
-        }
+        return Long.parseLong(digits);
     }
 }

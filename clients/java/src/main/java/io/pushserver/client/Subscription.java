@@ -139,7 +139,7 @@ public final class Subscription implements Closeable {
                         finalError = e;
                         break;
                     }
-                    delay = Math.max(backoff.next(), TimeUnit.SECONDS.toMillis(e.retryAfterSeconds()));
+                    delay = backoff.next(e.retryAfterSeconds());
                     setState(ConnectionState.DISCONNECTED, e);
                 } catch (IOException e) {
                     delay = backoff.next();
