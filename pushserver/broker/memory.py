@@ -8,13 +8,14 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 
-from ..core.broker import ChannelInfo, Item, Sink
+from ..core.broker import ChannelInfo, Item
 from ..core.idempotency import KeyMemory, Published
 from ..core.messages import Message
 from ..core.positions import Position, is_unstarted, unstarted
+from .sinks import Reporting
 
 
-class MemoryBroker:
+class MemoryBroker(Reporting):
     """One process, no dependencies: the sink's local state is the whole truth. A channel's
     epoch is made at its first message, new on every start (and after the channel was dropped
     while idle), so a cursor from before is recognised as stale and answered with an `epoch`
@@ -29,15 +30,6 @@ class MemoryBroker:
         self.unstarted = unstarted(self._boot)
         self._keys = KeyMemory(history_ttl)
         self._counter = itertools.count(1)
-        self._sink: Sink | None = None
-
-    def bind(self, sink: Sink) -> None:
-        self._sink = sink
-
-    @property
-    def sink(self) -> Sink:
-        assert self._sink is not None, "bind() the broker to its hub first"
-        return self._sink
 
     def _state(self, name: str) -> Position:
         state = self.sink.state(name)

@@ -25,11 +25,12 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...config import Settings
-from ...core.broker import ChannelInfo, Item, Sink
+from ...core.broker import ChannelInfo, Item
 from ...core.errors import Unavailable, broker_down, outcome_unknown
 from ...core.messages import Message
 from ...core.positions import Position, unstarted
 from ..ordering import Sequencer
+from ..sinks import Reporting
 from .link import BATCH, CLOSE_TIMEOUT, DOWN_ERRORS, Link
 from .scripts import (
     GENERATION_KEY,
@@ -81,7 +82,7 @@ def _down() -> Unavailable:
     return broker_down("redis", RETRY_AFTER)
 
 
-class RedisBroker:
+class RedisBroker(Reporting):
     name = "redis"
 
     def __init__(self, settings: Settings) -> None:
@@ -107,20 +108,11 @@ class RedisBroker:
         self.by_topic: dict[bytes, Listen] = {}
         self._loop = asyncio.get_running_loop()
         self._background: set[asyncio.Task[None]] = set()
-        self._sink: Sink | None = None
         self.unstarted = unstarted("")
         """The unstarted epoch of the Redis database's generation, read at every connect."""
         self.link = Link(
             self.client, settings.redis, self._notified, self._subscribed, self._resync, self._lost
         )
-
-    def bind(self, sink: Sink) -> None:
-        self._sink = sink
-
-    @property
-    def sink(self) -> Sink:
-        assert self._sink is not None, "bind() the broker to its hub first"
-        return self._sink
 
     @property
     def healthy(self) -> bool:

@@ -187,18 +187,22 @@ class FrontProtocol(asyncio.Protocol):
             self.http.resume_writing()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.state = GONE
-        self._head_done()
-        self.front.connections.discard(self)
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self._leave()
         http, self.http = self.http, None
         if http is not None:
             http.connection_lost(exc)
         poll, self.poll = self.poll, None
         if poll is not None:
             poll.lost()
+
+    def _leave(self) -> None:
+        """This protocol is done with the connection (lost, or given away)."""
+        self.state = GONE
+        self._head_done()
+        self.front.connections.discard(self)
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
 
     # -- reading heads -----------------------------------------------------------------------
 
@@ -485,12 +489,7 @@ class FrontProtocol(asyncio.Protocol):
     def give_away(self) -> tuple[asyncio.Transport, bytes]:
         """Stop being the connection's protocol; the caller makes another one its protocol.
         Returns the transport and the bytes read but not yet used."""
-        self.state = GONE
-        self._head_done()
-        self.front.connections.discard(self)
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self._leave()
         rest, self.buffer = self.buffer, b""
         self._resume()
         return self.transport, rest
