@@ -18,6 +18,8 @@ from typing import Any
 
 import gevent
 
+from pushserver_burnin.histogram import Histogram
+from pushserver_burnin.preflight import server_problem
 from pushserver_burnin.probe import ProbeProcess
 from pushserver_burnin.progress import progress_line
 from pushserver_burnin.publisher import Publisher, PublishHook, PublishResult
@@ -98,7 +100,12 @@ class Controller:
         reason, message = "interrupted", "the controller stopped unexpectedly"
         try:
             self._header()
-            reason, message = self._steps()
+            problem = server_problem(self.endpoint, self.host, self.admin_headers)
+            if problem is None:
+                self._start_probe()
+                reason, message = self._steps()
+            else:
+                reason, message = self._invalid_start(problem)
         except TimeUp:
             reason, message = "time", f"stopped after --max-minutes {self.settings.max_minutes:g}"
         except Exception as exc:
@@ -107,8 +114,42 @@ class Controller:
         finally:
             self.end(reason, message)
 
-    def end(self, reason: str, message: str) -> None:
-        """Write the end line once, print why, and let the shape stop Locust."""
+    def refuse(self, problem: str) -> str:
+        """Record a run that cannot start (step 1 invalid) without Locust; returns why."""
+        self._header()
+        reason, message = self._invalid_start(problem)
+        self.end(reason, message, announce=False)
+        return message
+
+    def _invalid_start(self, problem: str) -> tuple[str, str]:
+        now = time.time()
+        empty = Histogram().summary()
+        self.writer.write(
+            {
+                "kind": "step",
+                **self._common(),
+                "step": 1,
+                "subscribers": 0,
+                "target": self.counts[0],
+                "channels": 0,
+                "messages": 0,
+                "expected": 0,
+                "delivered": 0,
+                "lost": 0,
+                "duplicates": 0,
+                "latency": {"publish": empty, "fanout": empty, "e2e": empty},
+                "probe": None,
+                "invalid": problem,
+                "ceiling": self.settings.ceiling,
+                "started": now,
+                "ended": now,
+            }
+        )
+        self.steps_written = 1
+        return "invalid", f"step 1 invalid: {problem}"
+
+    def end(self, reason: str, message: str, announce: bool = True) -> None:
+        """Write the end line once, print why (unless the caller will), let the shape stop."""
         if self.ended:
             return
         self.ended = True
@@ -122,8 +163,9 @@ class Controller:
                 "ended": time.time(),
             }
         )
-        print(f"burn-in finished ({reason}): {message}", flush=True)
-        print(f"results: {self.writer.path}", flush=True)
+        if announce:
+            print(f"burn-in finished ({reason}): {message}", flush=True)
+            print(f"results: {self.writer.path}", flush=True)
         self.publisher.close()
         if self.probe is not None:
             self.probe.stop()
@@ -150,6 +192,8 @@ class Controller:
                 "started": self.started,
             }
         )
+
+    def _start_probe(self) -> None:
         if self.settings.probe:
             self.probe = ProbeProcess(
                 self.host, self.settings.transport, probe_channel(self.settings), self.book
@@ -227,6 +271,13 @@ class Controller:
         gevent.sleep(0.3)  # one more round of worker reports, for late duplicates
         last = self._snapshot()
         probe = self.book.probe.get(step) if self.probe is not None else None
+        problems = []
+        if subscribers < target:
+            problems.append(f"only {subscribers} of {target} subscribers connected")
+        if result.errors:
+            problems.append(f"{result.errors} publish requests failed, first {result.first_error}")
+        if not expected and not problems:
+            problems.append("no delivery was expected: nothing was published")
         return {
             "kind": "step",
             **self._common(),
@@ -257,6 +308,7 @@ class Controller:
             },
             "server": server_figures(first, last),
             "loadgen": loadgen_figures(first, last),
+            "invalid": "; ".join(problems) or None,
             "ceiling": s.ceiling,
             "started": started,
             "ended": time.time(),
@@ -269,6 +321,8 @@ class Controller:
 
     def _verdict(self, record: dict[str, Any]) -> tuple[str, str] | None:
         s = self.settings
+        if record["invalid"]:
+            return "invalid", f"step {record['step']} invalid: {record['invalid']}"
         worst = record["latency"]["e2e"]["worst"]
         where = f"step {record['step']}, {record['subscribers']} subscribers"
         if worst is not None and worst > s.ceiling:

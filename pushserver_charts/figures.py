@@ -24,8 +24,10 @@ from pushserver_charts.layout import (
     figure_legend,
     from_zero,
     highest,
+    invalid_handle,
     latency_axis,
     latency_ms,
+    mark_invalid,
     mark_saturated,
     new_figure,
     plotted,
@@ -80,7 +82,7 @@ def downsample(
 def worst_latency(runs: Sequence[Run]) -> Figure:
     """The burn-in chart: worst end-to-end latency per step against subscribers, with ceiling."""
     fig, (ax,) = new_figure(runs, "Worst-case end-to-end latency per step", rows=1, height=5.6)
-    marked = False
+    marked = invalid = False
     handles = []
     for i, run in enumerate(runs):
         x, p50, worst, saturated = downsample(
@@ -107,6 +109,7 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
         )
         container.lines[0].set_label(run.label + binned)
         marked |= mark_saturated(ax, x, worst, saturated)
+        invalid |= mark_invalid(ax, run)
     ceilings = sorted({run.ceiling * MS for run in runs if math.isfinite(run.ceiling)})
     # A ceiling far above every step would flatten them into the bottom: name it instead.
     drawn = [ceiling for ceiling in ceilings if ceiling <= CEILING_ZOOM * highest(ax)]
@@ -125,7 +128,7 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             fontsize="small",
         )
     ax.set_ylabel("worst-case latency (ms); bars reach down to p50")
-    figure_legend(fig, handles + saturation_handle(marked))
+    figure_legend(fig, handles + saturation_handle(marked) + invalid_handle(invalid))
     return fig
 
 

@@ -33,7 +33,8 @@ img { max-width: 100%; border: 1px solid #ddd; }
 table { border-collapse: collapse; margin: .5em 0 1em; font-size: 12px; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 th { background: #f0f0f0; } td.text, th.text { text-align: left; }
-tr.saturated { background: #fff3cd; } td.over { color: #b00; font-weight: bold; }
+tr.saturated { background: #fff3cd; } tr.invalid { background: #eee; color: #777; }
+td.over { color: #b00; font-weight: bold; }
 td.lost { color: #b00; } .warn { color: #8a4b00; } figcaption { color: #555; max-width: 75em; }
 """
 
@@ -103,6 +104,7 @@ STEP_COLUMNS = (
     "RSS KiB/sub",
     "load-gen CPU %",
     "saturated",
+    "invalid",
 )
 
 
@@ -133,14 +135,17 @@ def _step_row(step: Step, ceiling: float) -> str:
         _cell(_num(step.server_rss / 1024 / step.subscribers if step.subscribers else math.nan)),
         _cell(_num(step.loadgen_cpu)),
         _cell("yes" if step.saturated else ""),
+        _cell(step.invalid, "text"),
     ]
-    css = ' class="saturated"' if step.saturated else ""
+    css = ' class="invalid"' if step.invalid else ' class="saturated"' if step.saturated else ""
     return f'<tr{css} data-step="{step.number}">{"".join(cells)}</tr>'
 
 
 def _held(run: Run) -> str:
     """The headline: the most subscribers of a step whose worst latency stayed under the ceiling."""
-    under = [step for step in run.steps if step.latency["e2e"].worst <= run.ceiling]
+    under = [
+        step for step in run.steps if not step.invalid and step.latency["e2e"].worst <= run.ceiling
+    ]
     if not under:
         return ""
     best = max(under, key=lambda step: step.subscribers)

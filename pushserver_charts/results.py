@@ -60,6 +60,7 @@ class Step:
     loadgen_cpu: float
     saturated: bool
     ceiling: float
+    invalid: str = ""  # why the step measured nothing trustworthy ("" when valid)
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class _Line:
             if saturated is not None
             else loadgen_cpu >= SATURATION_PERCENT,
             ceiling=self.number(obj, "ceiling"),
+            invalid=str(obj.get("invalid") or ""),
         )
 
 

@@ -315,3 +315,31 @@ def test_charts_are_built_at_the_end(
     reports = list(tmp_path.glob("*.html"))
     assert reports, done.stdout
     assert f"report: {reports[0]}" in done.stdout
+
+
+def test_dead_server_fails_at_once_with_one_line(tmp_path: Path) -> None:
+    from pushserver_measure.ports import free_port
+
+    host = f"http://127.0.0.1:{free_port()}"
+    done = run_burnin("subscribers", host, tmp_path, "--no-charts")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and f"cannot reach the server at {host}" in lines[0]
+    _, steps, end = read_results(tmp_path)
+    assert [step["step"] for step in steps] == [1]
+    assert "cannot reach the server" in steps[0]["invalid"]
+    assert end is not None and end["reason"] == "invalid"
+
+
+def test_failing_publisher_makes_the_step_invalid(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory("--publish-key", "right")
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--publish-key", "wrong", *SMALL, "--no-charts",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "answered 401" in done.stderr.splitlines()[-1]
+    _, steps, end = read_results(tmp_path)
+    assert steps[0]["invalid"] and end is not None and end["reason"] == "invalid"

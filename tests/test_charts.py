@@ -17,7 +17,7 @@ import pytest
 
 import pushserver_charts
 from pushserver_charts.figures import CHARTS, downsample
-from pushserver_charts.layout import MAX_POINTS, SATURATED_LABEL
+from pushserver_charts.layout import INVALID_LABEL, MAX_POINTS, SATURATED_LABEL
 
 SCRIPT = Path(sys.executable).with_name("pushserver-charts")
 CEILING = 1.0
@@ -411,3 +411,19 @@ def test_far_ceiling_is_named_instead_of_flattening_the_chart(tmp_path: Path) ->
     ax = CHARTS[0].build([run]).get_axes()[0]
     assert ax.get_ylim()[1] < 100
     assert [t.get_text() for t in ax.texts] == ["ceiling 1000 ms (above this scale)"]
+
+
+def test_invalid_steps_are_shown_as_invalid(tmp_path: Path) -> None:
+    lines = results_lines("stream", [100, 200, 300], seed=5)
+    lines[2]["invalid"] = "3 publish requests failed, first /pub/x: ConnectionRefusedError()"
+    lines[-1] |= {"reason": "invalid", "message": "step 2 invalid"}
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    assert [bool(step.invalid) for step in run.steps] == [False, True, False]
+    worst = CHARTS[0].build([run]).get_axes()[0]
+    marks = [line for line in worst.get_lines() if line.get_label() == INVALID_LABEL]
+    assert [list(line.get_xdata()) for line in marks] == [[200]]
+    plotted = next(line for line in worst.get_lines() if line.get_label() == run.label)
+    assert math.isnan(plotted.get_ydata()[1])  # its latency is not charted as a measurement
+    page = pushserver_charts.build_report([tmp_path / "r.jsonl"], tmp_path).read_text()
+    assert '<tr class="invalid" data-step="2">' in page
+    assert "3 publish requests failed" in page
