@@ -37,6 +37,7 @@ from pushserver_burnin.settings import DRAIN_GRACE, PUBLISHER_MIN_RATE, Settings
 from pushserver_burnin.tally import StepBook
 from pushserver_measure.http11 import Connection, Endpoint
 from pushserver_measure.machine import machine_info
+from pushserver_measure.verdict import Point, verdict
 
 _POLL = 0.05
 
@@ -76,7 +77,7 @@ class Controller:
         self.target = self.counts[0]
         self.finished = False
         self.ended = False
-        self.steps_written = 0
+        self.points: list[Point] = []  # every step written, for the verdict
         self.writer = ResultsWriter(settings.out)
         self.label = settings.label or f"{settings.test}/{settings.transport}"
         self.admin_headers = (
@@ -124,7 +125,7 @@ class Controller:
     def _invalid_start(self, problem: str) -> tuple[str, str]:
         now = time.time()
         empty = Histogram().summary()
-        self.writer.write(
+        self._write_step(
             {
                 "kind": "step",
                 **self._common(),
@@ -145,7 +146,6 @@ class Controller:
                 "ended": now,
             }
         )
-        self.steps_written = 1
         return "invalid", f"step 1 invalid: {problem}"
 
     def end(self, reason: str, message: str, announce: bool = True) -> None:
@@ -153,18 +153,21 @@ class Controller:
         if self.ended:
             return
         self.ended = True
+        answer = verdict(self.points, self.settings.ceiling, reason)
         self.writer.write(
             {
                 "kind": "end",
                 **self._common(),
                 "reason": reason,
                 "message": message,
-                "steps": self.steps_written,
+                "steps": len(self.points),
+                "verdict": answer,
                 "ended": time.time(),
             }
         )
         if announce:
             print(f"burn-in finished ({reason}): {message}", flush=True)
+            print(f"verdict: {answer}", flush=True)
             print(f"results: {self.writer.path}", flush=True)
         self.publisher.close()
         if self.probe is not None:
@@ -192,6 +195,10 @@ class Controller:
                 "started": self.started,
             }
         )
+
+    def _write_step(self, record: dict[str, Any]) -> None:
+        self.writer.write(record)
+        self.points.append(Point.from_line(record))
 
     def _start_probe(self) -> None:
         if self.settings.probe:
@@ -231,21 +238,22 @@ class Controller:
 
     def _steps(self) -> tuple[str, str]:
         s = self.settings
-        previous = 0
-        for step, count in enumerate(self.counts, start=1):
+        previous, step = 0, 0
+        for count in self.counts:
             self.target = count
             spawning = (count - previous) / s.spawn_rate
             if time.monotonic() + spawning + s.step_seconds > self.deadline:
                 raise TimeUp  # the step could not finish in time
             self._wait(self._all_established, 30.0 + 2 * spawning)
             previous = count
-            record = self._one_step(step, count)
-            self.writer.write(record)
-            self.steps_written += 1
-            print(progress_line(record), flush=True)
-            verdict = self._verdict(record)
-            if verdict is not None:
-                return verdict
+            for repeat in range(1, s.repeats + 1):
+                step += 1
+                record = self._one_step(step, count) | {"repeat": repeat}
+                self._write_step(record)
+                print(progress_line(record), flush=True)
+                stop = self._verdict(record)
+                if stop is not None:
+                    return stop
         return "max", f"reached --max {s.max} subscribers"
 
     def _one_step(self, step: int, target: int) -> dict[str, Any]:

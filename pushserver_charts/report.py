@@ -34,7 +34,7 @@ table { border-collapse: collapse; margin: .5em 0 1em; font-size: 12px; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 th { background: #f0f0f0; } td.text, th.text { text-align: left; }
 tr.saturated { background: #fff3cd; } tr.invalid { background: #eee; color: #777; }
-td.over { color: #b00; font-weight: bold; }
+td.over { color: #b00; font-weight: bold; } p.verdict { font-size: 1.1em; }
 td.lost { color: #b00; } .warn { color: #8a4b00; } figcaption { color: #555; max-width: 75em; }
 """
 
@@ -166,6 +166,7 @@ def _run_section(index: int, run: Run) -> str:
         "server": run.host,
         "started": _when(run.header.get("started")),
         "steps": len(run.steps),
+        "verdict": run.verdict,
         "held under the ceiling": _held(run),
         "ended": f"{end.get('reason', '')}: {end.get('message', '')}" if end else "interrupted",
     }
@@ -210,6 +211,10 @@ def write_report(runs: Sequence[Run], out_dir: Path) -> Path:
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>Burn-in report: {escape(labels)}</title><style>{CSS}</style></head><body>"
         f"<h1>Burn-in report: {escape(labels)}</h1>"
+        + "".join(
+            f'<p class="verdict"><b>{escape(run.label)}</b>: {escape(run.verdict)}</p>'
+            for run in runs
+        )
         + "".join(figures)
         + "".join(_run_section(i, run) for i, run in enumerate(runs, 1))
         + "</body></html>\n"

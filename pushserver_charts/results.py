@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from pushserver_measure.verdict import Point, verdict
+
 TOOL = "pushserver-burnin"
 FORMAT = 1
 LEGS = ("publish", "fanout", "e2e")
@@ -60,6 +62,7 @@ class Step:
     loadgen_cpu: float
     saturated: bool
     ceiling: float
+    point: Point  # what the verdict reads
     invalid: str = ""  # why the step measured nothing trustworthy ("" when valid)
 
 
@@ -105,6 +108,12 @@ class Run:
         if _is_number(value):
             return float(value)
         return next((s.ceiling for s in self.steps if math.isfinite(s.ceiling)), math.nan)
+
+    @property
+    def verdict(self) -> str:
+        """The run's answer in words (pushserver_measure.verdict), as the run printed it."""
+        reason = self.end.get("reason") if self.end else None
+        return verdict([step.point for step in self.steps], self.ceiling, reason)
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
@@ -191,6 +200,7 @@ class _Line:
             if saturated is not None
             else loadgen_cpu >= SATURATION_PERCENT,
             ceiling=self.number(obj, "ceiling"),
+            point=Point.from_line(obj),
             invalid=str(obj.get("invalid") or ""),
         )
 

@@ -111,6 +111,11 @@ def test_smoke_run_counts_every_delivery(
         assert step["loadgen"]["processes"] == int(workers) + 1  # + the master when distributed
     assert end is not None and end["reason"] == "max" and end["steps"] == 3
     assert "step 3: 6 subscribers" in done.stdout
+    assert (
+        "verdict: capacity under the 1 s ceiling: at least 6 subscribers "
+        "(stopped by --max before reaching the ceiling); latency set by"
+    ) in done.stdout
+    assert end["verdict"] in done.stdout
     # every delivery was also a Locust request event, so Locust's own stats count them
     rows = list(csv.DictReader((tmp_path / "locust_stats.csv").open()))
     deliver = next(row for row in rows if row["Type"] == "DELIVER")
@@ -133,6 +138,10 @@ def test_ceiling_stops_the_run_after_the_first_step(
     assert end is not None and end["reason"] == "ceiling" and end["steps"] == 1
     assert "burn-in finished (ceiling)" in done.stdout
     assert "passed the ceiling" in done.stdout
+    assert (
+        "verdict: capacity under the 1e-06 s ceiling: fewer than 2 subscribers "
+        "(ceiling passed at step 1, 2 subscribers); latency set by"
+    ) in done.stdout
 
 
 def test_max_minutes_bounds_the_run(
@@ -343,3 +352,19 @@ def test_failing_publisher_makes_the_step_invalid(
     assert "answered 401" in done.stderr.splitlines()[-1]
     _, steps, end = read_results(tmp_path)
     assert steps[0]["invalid"] and end is not None and end["reason"] == "invalid"
+
+
+def test_repeats_measure_each_count_several_times(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory()
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", "stream", "--step", "2", "--max", "4",
+        "--repeats", "2", "--step-seconds", "1", "--rate", "5", "--no-charts", "--no-probe",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, steps, end = read_results(tmp_path)
+    assert [(s["step"], s["subscribers"], s["repeat"]) for s in steps] == [
+        (1, 2, 1), (2, 2, 2), (3, 4, 1), (4, 4, 2),
+    ]  # fmt: skip
+    assert end is not None and "at least 4 subscribers" in end["verdict"]

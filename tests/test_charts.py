@@ -427,3 +427,55 @@ def test_invalid_steps_are_shown_as_invalid(tmp_path: Path) -> None:
     page = pushserver_charts.build_report([tmp_path / "r.jsonl"], tmp_path).read_text()
     assert '<tr class="invalid" data-step="2">' in page
     assert "3 publish requests failed" in page
+
+
+def _verdict_run(
+    tmp_path: Path, reason: str, worst: float, probe_worst: float | None
+) -> pushserver_charts.Run:
+    lines = results_lines("stream", [100, 200, 300, 400], seed=7, probe=probe_worst is not None)
+    last = lines[-2]
+    last["latency"]["e2e"]["worst"] = worst
+    if probe_worst is not None:
+        last["probe"]["e2e"]["worst"] = probe_worst
+    last["server"]["cpu_wait_percent"] = 4.0
+    last["loadgen"] |= {"cpu_percent": 97.0, "cpu_wait_percent": 30.0}
+    lines[-1] |= {"reason": reason}
+    return pushserver_charts.load_results(write_lines(tmp_path / f"{reason}.jsonl", lines))
+
+
+def test_verdict_of_a_ceiling_stopped_run_names_capacity_and_the_load_generator(
+    tmp_path: Path,
+) -> None:
+    run = _verdict_run(tmp_path, "ceiling", 1.5, probe_worst=0.05)
+    assert run.verdict.startswith(
+        "capacity under the 1 s ceiling: 300 subscribers (ceiling passed at step 4, "
+        "400 subscribers); latency set by the load generator"
+    )
+    assert "crowd worst 1,500 ms, probe worst 50 ms" in run.verdict
+    assert "load generator 97 % + 30 % run-queue wait" in run.verdict
+    page = pushserver_charts.build_report([run.path], tmp_path).read_text()
+    headline = page.index('<p class="verdict">')
+    assert headline < page.index("<figure")  # at the top, before the charts
+    assert "300 subscribers (ceiling passed at step 4" in page[headline:]
+
+
+def test_verdict_of_a_capped_run_is_a_lower_bound(tmp_path: Path) -> None:
+    run = _verdict_run(tmp_path, "max", 0.9, probe_worst=0.8)
+    assert run.verdict.startswith(
+        "capacity under the 1 s ceiling: at least 400 subscribers "
+        "(stopped by --max before reaching the ceiling); latency set by the server"
+    )
+    timed = _verdict_run(tmp_path, "time", 0.9, probe_worst=None)
+    assert "at least 400 subscribers (stopped by --max-minutes" in timed.verdict
+    assert "latency set by the load generator (short of CPU, no probe" in timed.verdict
+
+
+def test_verdict_stops_at_an_invalid_step(tmp_path: Path) -> None:
+    lines = results_lines("stream", [100, 200, 300], seed=8)
+    lines[3]["invalid"] = "only 150 of 300 subscribers connected"
+    lines[-1] |= {"reason": "invalid"}
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    assert run.verdict == (
+        "no capacity under the 1 s ceiling: step 3 is invalid (only 150 of 300 subscribers "
+        "connected); at least 200 subscribers held before it"
+    )
