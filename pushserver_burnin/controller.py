@@ -315,7 +315,7 @@ class Controller:
                 "rounds": result.ticks,
             },
             "server": server_figures(first, last),
-            "loadgen": loadgen_figures(first, last),
+            "loadgen": loadgen_figures(first, last, counts.delivered),
             "invalid": "; ".join(problems) or None,
             "ceiling": s.ceiling,
             "started": started,

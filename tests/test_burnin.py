@@ -109,6 +109,9 @@ def test_smoke_run_counts_every_delivery(
         assert_complete(step, subscribers)
         assert step["channels"] == (1 if test == "subscribers" else subscribers)
         assert step["loadgen"]["processes"] == int(workers) + 1  # + the master when distributed
+        cost = step["loadgen"]["cpu_us_per_delivery"]
+        assert cost > 0
+        assert cost == pytest.approx(step["loadgen"]["cpu_seconds"] / step["delivered"] * 1e6)
     assert end is not None and end["reason"] == "max" and end["steps"] == 3
     assert "step 3: 6 subscribers" in done.stdout
     assert (
