@@ -16,8 +16,9 @@ from urllib.parse import quote
 
 import orjson
 
-from pushserver_burnin import websocket
+from pushserver_burnin import readiness, websocket
 from pushserver_measure.http11 import (
+    BodyLines,
     Connection,
     ConnectionClosed,
     Endpoint,
@@ -177,10 +178,17 @@ class _LineStreamSubscriber(Subscriber):
             head = reader.read_head()
             if head.status != 200:
                 raise HttpStatusError(head.status, reader.read_body(head), retry_after(head))
-            for line in reader.iter_lines(head):
-                payload = self.payload(line)
-                if payload:
-                    self.handle(orjson.loads(payload), time.time(), len(line))
+            lines = BodyLines(head.chunked)
+
+            def on_data(data: bytes) -> None:
+                received = time.time()
+                for line in lines.feed(data):
+                    payload = self.payload(line)
+                    if payload:
+                        self.handle(orjson.loads(payload), received, len(line))
+
+            on_data(reader.take_buffered())
+            readiness.serve(sock, on_data, self.idle_timeout)
         finally:
             sock.close()
 
