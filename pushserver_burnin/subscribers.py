@@ -215,19 +215,20 @@ class WebSocketSubscriber(Subscriber):
 
     def consume(self) -> None:
         path = f"/ws/{self.channel}{self.query()}"
-        reader, sock = self._open_stream(path, websocket.handshake_bytes(self.endpoint, path))
+        client = websocket.WebSocketClient(self.endpoint, path)
+        sock = connect(self.endpoint, self.source_ip, self.idle_timeout)
         try:
-            head = reader.read_head()
-            if head.status != 101:
-                raise HttpStatusError(head.status, reader.read_body(head), retry_after(head))
-            while True:
-                opcode, payload = websocket.read_message(reader)
-                if opcode == websocket.OP_TEXT:
-                    self.handle(orjson.loads(payload), time.time(), len(payload))
-                elif opcode == websocket.OP_PING:
-                    sock.sendall(websocket.masked_frame(websocket.OP_PONG, payload))
-                elif opcode == websocket.OP_CLOSE:
-                    raise ConnectionClosed("websocket closed by the server")
+            sock.sendall(client.to_send())
+
+            def on_data(data: bytes) -> None:
+                received = time.time()
+                for message in client.feed(data):
+                    self.handle(orjson.loads(message), received, len(message))
+                reply = client.to_send()
+                if reply:
+                    sock.send(reply)  # pongs: a few bytes, never more than the buffer holds
+
+            readiness.serve(sock, on_data, self.idle_timeout)
         finally:
             sock.close()
 
