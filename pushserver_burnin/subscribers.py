@@ -24,6 +24,7 @@ from pushserver_measure.http11 import (
     Endpoint,
     HttpStatusError,
     Reader,
+    Responses,
     connect,
     request_bytes,
     retry_after,
@@ -56,7 +57,6 @@ class Subscriber:
     """The transport-independent part: cursor, duplicate check, reconnect with backoff."""
 
     transport: ClassVar[str]
-    keeps_cursor_connection: ClassVar[bool] = False  # reuse the first request's connection
 
     def __init__(
         self,
@@ -87,8 +87,7 @@ class Subscriber:
                 self.cursor = self._current_cursor()
             except _DROPS as exc:
                 failures = self._backoff(exc, failures)
-        if not self.keeps_cursor_connection:
-            self.conn.close()
+        self.conn.close()
         self.sink.subscribed(self.channel)
         failures = 0
         while True:
@@ -139,29 +138,47 @@ class Subscriber:
         elif kind == "reconnect":
             raise ServerReconnect("server asked to reconnect")
 
-    def _open_stream(self, path: str, extra: bytes = b"") -> tuple[Reader, Any]:
-        """Connect and send a GET; the caller reads the head (WebSocket expects 101)."""
+    def _open_stream(self, path: str) -> tuple[Reader, Any]:
+        """Connect and send a GET; the caller reads the head."""
         sock = connect(self.endpoint, self.source_ip, self.idle_timeout)
-        sock.sendall(extra or request_bytes("GET", self.endpoint.host_header, path))
+        sock.sendall(request_bytes("GET", self.endpoint.host_header, path))
         return Reader(sock), sock
 
 
 class LongPollSubscriber(Subscriber):
+    """Polls back to back on one keep-alive connection, every answer handled in the hub's loop:
+    the next poll is sent from the callback that read the last answer."""
+
     transport = "longpoll"
-    keeps_cursor_connection = True
+
+    def _poll_bytes(self) -> bytes:
+        path = f"/lp/{self.channel}{self.query() or '?'}&timeout={LONGPOLL_TIMEOUT:g}"
+        return request_bytes("GET", self.endpoint.host_header, path)
 
     def consume(self) -> None:
-        path = f"/lp/{self.channel}{self.query() or '?'}&timeout={LONGPOLL_TIMEOUT:g}"
-        head, body = self.conn.request("GET", path, timeout=LONGPOLL_TIMEOUT + 15)
-        received = time.time()
-        if head.status != 200:
-            raise HttpStatusError(head.status, body, retry_after(head))
-        answer = orjson.loads(body)
-        messages = answer["messages"]
-        size = len(body) // max(1, len(messages))
-        for item in messages:
-            self.handle(item, received, size)
-        self.cursor = answer["cursor"]
+        sock = connect(self.endpoint, self.source_ip, LONGPOLL_TIMEOUT + 15)
+        responses = Responses()
+        try:
+            sock.sendall(self._poll_bytes())
+
+            def on_data(data: bytes) -> None:
+                for head, body in responses.feed(data):
+                    received = time.time()
+                    if head.status != 200:
+                        raise HttpStatusError(head.status, body, retry_after(head))
+                    answer = orjson.loads(body)
+                    messages = answer["messages"]
+                    size = len(body) // max(1, len(messages))
+                    for item in messages:
+                        self.handle(item, received, size)
+                    self.cursor = answer["cursor"]
+                    if not head.keep_alive:
+                        raise ConnectionClosed("the server closed the keep-alive connection")
+                    sock.send(self._poll_bytes())  # a few hundred bytes: fits the empty buffer
+
+            readiness.serve(sock, on_data, LONGPOLL_TIMEOUT + 15)
+        finally:
+            sock.close()
 
 
 class _LineStreamSubscriber(Subscriber):

@@ -317,3 +317,37 @@ class BodyLines:
                 self._left, pos = size, eol + 2
         self._buf = buf[pos:]
         return b"".join(pieces)
+
+
+class Responses:
+    """Incremental decoder for answers on a keep-alive connection: bytes → (head, body) pairs.
+
+    Bodies must carry Content-Length (as long-poll answers do); anything else ends the
+    connection with ConnectionClosed.
+    """
+
+    __slots__ = ("_buf", "_head")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._head: Head | None = None
+
+    def feed(self, data: bytes) -> list[tuple[Head, bytes]]:
+        buf = self._buf + data if self._buf else data
+        answers = []
+        while True:
+            if self._head is None:
+                end = buf.find(HEAD_END)
+                if end < 0:
+                    break
+                self._head = parse_head(buf[:end])
+                buf = buf[end + len(HEAD_END) :]
+            size = self._head.content_length
+            if size is None:
+                raise ConnectionClosed("an answer without Content-Length")
+            if len(buf) < size:
+                break
+            answers.append((self._head, buf[:size]))
+            buf, self._head = buf[size:], None
+        self._buf = buf
+        return answers
