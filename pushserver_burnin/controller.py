@@ -100,8 +100,8 @@ class Controller:
     def _run(self) -> None:
         reason, message = "interrupted", "the controller stopped unexpectedly"
         try:
-            self._header()
             problem = server_problem(self.endpoint, self.host, self.admin_headers)
+            self._header(idle=problem is None)
             if problem is None:
                 self._start_probe()
                 reason, message = self._steps()
@@ -117,7 +117,7 @@ class Controller:
 
     def refuse(self, problem: str) -> str:
         """Record a run that cannot start (step 1 invalid) without Locust; returns why."""
-        self._header()
+        self._header(idle=False)
         reason, message = self._invalid_start(problem)
         self.end(reason, message, announce=False)
         return message
@@ -180,7 +180,10 @@ class Controller:
             self.greenlet.kill(block=False)
         self.end("interrupted", why)
 
-    def _header(self) -> None:
+    def _header(self, idle: bool) -> None:
+        """The run line; with `idle`, the server's RSS before any subscriber (the baseline of
+        the charts' memory per subscriber)."""
+        stats = fetch_stats(self.stats_conn, self.admin_headers) if idle else None
         settings = self.settings.as_dict()
         settings.pop("publish_key")
         self.writer.write(
@@ -193,6 +196,7 @@ class Controller:
                 "settings": settings,
                 "machine": machine_info(),
                 "started": self.started,
+                "server_idle": {"rss_bytes": stats.get("rss_bytes")} if stats else None,
             }
         )
 

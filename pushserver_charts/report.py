@@ -101,14 +101,14 @@ STEP_COLUMNS = (
     "probe e2e worst ms",
     "server CPU %",
     "server RSS MiB",
-    "RSS KiB/sub",
+    "RSS KiB/sub over idle",
     "load-gen CPU %",
     "saturated",
     "invalid",
 )
 
 
-def _step_row(step: Step, ceiling: float) -> str:
+def _step_row(step: Step, ceiling: float, idle_rss: float) -> str:
     e2e, fanout, publish = step.latency["e2e"], step.latency["fanout"], step.latency["publish"]
     probe = step.probe["e2e"].worst if step.probe else math.nan
     over = "over" if math.isfinite(ceiling) and e2e.worst > ceiling else ""
@@ -132,7 +132,11 @@ def _step_row(step: Step, ceiling: float) -> str:
         _cell(_num(probe * MS)),
         _cell(_num(step.server_cpu)),
         _cell(_num(step.server_rss / MIB)),
-        _cell(_num(step.server_rss / 1024 / step.subscribers if step.subscribers else math.nan)),
+        _cell(
+            _num((step.server_rss - idle_rss) / 1024 / step.subscribers)
+            if step.subscribers
+            else "-"
+        ),
         _cell(_num(step.loadgen_cpu)),
         _cell("yes" if step.saturated else ""),
         _cell(step.invalid, "text"),
@@ -171,7 +175,7 @@ def _run_section(index: int, run: Run) -> str:
         "ended": f"{end.get('reason', '')}: {end.get('message', '')}" if end else "interrupted",
     }
     header = "".join(f"<th>{escape(name)}</th>" for name in STEP_COLUMNS)
-    rows = "".join(_step_row(step, run.ceiling) for step in run.steps)
+    rows = "".join(_step_row(step, run.ceiling, run.idle_rss) for step in run.steps)
     warnings = "".join(f'<p class="warn">{escape(w)}</p>' for w in run.warnings)
     return (
         f'<section id="run-{index}"><h2>Run {index}: {escape(run.label)}</h2>{warnings}'

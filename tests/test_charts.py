@@ -208,7 +208,10 @@ def test_figures_carry_titles_units_and_one_line_per_file(
     axes = figure.get_axes()
     assert "subscribers" in axes[-1].get_xlabel()
     for ax in axes:
-        assert any(unit in ax.get_ylabel() for unit in ("(ms", "(%)", "(MiB)", "(KiB)", "(count)"))
+        assert any(
+            unit in ax.get_ylabel()
+            for unit in ("(ms", "(%)", "(% of one core)", "(MiB)", "(KiB)", "(count)")
+        )
         ax_lines = [_data_lines(ax, run) for run in pair]
         # As many lines (one per statistic) for each charted file, each file in its own colour.
         assert len({len(lines) for lines in ax_lines[: len(charted)]}) == 1 and ax_lines[0]
@@ -479,3 +482,28 @@ def test_verdict_stops_at_an_invalid_step(tmp_path: Path) -> None:
         "no capacity under the 1 s ceiling: step 3 is invalid (only 150 of 300 subscribers "
         "connected); at least 200 subscribers held before it"
     )
+
+
+def test_memory_per_subscriber_is_the_cost_above_the_idle_server(tmp_path: Path) -> None:
+    lines = results_lines("stream", [1000, 2000, 4000], seed=9)
+    lines[0]["server_idle"] = {"rss_bytes": 40 * 1024**2}
+    for line, kib in zip(lines[1:4], (10, 10, 10), strict=True):
+        line["server"]["rss_bytes"] = 40 * 1024**2 + line["subscribers"] * kib * 1024
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    figure = next(spec for spec in CHARTS if spec.name == "resources").build([run])
+    cpu, _, per_sub = figure.get_axes()[:3]
+    assert list(per_sub.get_lines()[0].get_ydata()) == pytest.approx([10, 10, 10])
+    assert cpu.get_ylabel() == "CPU (% of one core)"
+    assert any("90 % of one core" in label for label in _figure_labels(figure)[1])
+    del lines[0]["server_idle"]  # without the header's figure: the fitted intercept
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    assert run.idle_rss == pytest.approx(40 * 1024**2)
+
+
+def test_a_capped_run_is_labelled_a_lower_bound(tmp_path: Path) -> None:
+    lines = results_lines("stream", [100, 200], seed=10)
+    lines[-1] |= {"reason": "max"}
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    worst = CHARTS[0].build([run]).get_axes()[0]
+    labels = [line.get_label() for line in worst.get_lines()]
+    assert f"{run.label} (stopped by --max before reaching the ceiling: a lower bound)" in labels
