@@ -35,9 +35,9 @@ class WebSocketClient:
             if isinstance(event, Response) and event.status_code != 101:
                 retry = event.headers.get("Retry-After")
                 delay = float(retry) if retry and retry.isdigit() else None
-                raise HttpStatusError(event.status_code, event.body or b"", delay)
+                raise HttpStatusError(event.status_code, bytes(event.body or b""), delay)
             if isinstance(event, Frame) and event.opcode in (Opcode.TEXT, Opcode.CONT):
-                self._parts.append(event.data)
+                self._parts.append(bytes(event.data))
                 if event.fin:
                     messages.append(b"".join(self._parts))
                     self._parts = []
