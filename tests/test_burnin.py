@@ -374,3 +374,19 @@ def test_repeats_measure_each_count_several_times(
         (1, 2, 1), (2, 2, 2), (3, 4, 1), (4, 4, 2),
     ]  # fmt: skip
     assert end is not None and "at least 4 subscribers" in end["verdict"]
+
+
+def test_subscribers_that_never_connect_make_the_step_invalid(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory("--max-connections", "1")  # the second subscriber is refused (503)
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", "stream", *SMALL, "--no-charts",
+        "--no-probe",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "only 1 of 2 subscribers connected" in done.stderr.splitlines()[-1]
+    _, steps, end = read_results(tmp_path)
+    assert len(steps) == 1 and steps[0]["subscribers"] == 1 and steps[0]["target"] == 2
+    assert end is not None and end["reason"] == "invalid"
+    assert end["verdict"].startswith("no capacity under the 1 s ceiling: step 1 is invalid")
