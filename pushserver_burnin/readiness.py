@@ -58,3 +58,13 @@ def serve(sock: socket, on_data: Callable[[bytes], None], idle_timeout: float) -
     finally:
         watcher.stop()
         watcher.close()
+
+
+def send_small(sock: socket, data: bytes) -> None:
+    """Send a few hundred bytes (a poll, a pong) from inside the hub, where nothing may block.
+
+    The connection's send buffer is empty between polls and pongs, so they always fit; if one
+    ever does not, the connection is treated as broken and resumed from the cursor.
+    """
+    if sock.send(data) != len(data):
+        raise ConnectionClosed("the send buffer is full")

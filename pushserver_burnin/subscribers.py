@@ -2,9 +2,10 @@
 
 A subscriber first fetches the channel's current cursor (a long-poll with timeout=0) and then
 always resumes from the last cursor it saw, so from the moment it reports itself subscribed it
-owes every message: whatever it does not receive is a loss, never a blind spot. The code is
-plain blocking socket code: gevent makes it cooperative inside Locust, and the probe process
-runs it as is.
+owes every message: whatever it does not receive is a loss, never a blind spot. Connecting
+and reconnecting is blocking socket code that gevent makes cooperative (inside Locust and in
+the probe process alike); a held connection is read from the gevent hub's loop
+(pushserver_burnin.readiness), so a message costs no greenlet switch.
 """
 
 from __future__ import annotations
@@ -174,7 +175,7 @@ class LongPollSubscriber(Subscriber):
                     self.cursor = answer["cursor"]
                     if not head.keep_alive:
                         raise ConnectionClosed("the server closed the keep-alive connection")
-                    sock.send(self._poll_bytes())  # a few hundred bytes: fits the empty buffer
+                    readiness.send_small(sock, self._poll_bytes())
 
             readiness.serve(sock, on_data, LONGPOLL_TIMEOUT + 15)
         finally:
@@ -243,7 +244,7 @@ class WebSocketSubscriber(Subscriber):
                     self.handle(orjson.loads(message), received, len(message))
                 reply = client.to_send()
                 if reply:
-                    sock.send(reply)  # pongs: a few bytes, never more than the buffer holds
+                    readiness.send_small(sock, reply)
 
             readiness.serve(sock, on_data, self.idle_timeout)
         finally:

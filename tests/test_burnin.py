@@ -390,3 +390,26 @@ def test_subscribers_that_never_connect_make_the_step_invalid(
     assert len(steps) == 1 and steps[0]["subscribers"] == 1 and steps[0]["target"] == 2
     assert end is not None and end["reason"] == "invalid"
     assert end["verdict"].startswith("no capacity under the 1 s ceiling: step 1 is invalid")
+
+
+def test_readiness_feeds_bytes_then_raises_what_ended_the_connection() -> None:
+    import socket
+
+    from pushserver_burnin import readiness
+    from pushserver_measure.http11 import BodyLines, ConnectionClosed
+
+    ours, theirs = socket.socketpair()
+    lines = BodyLines(chunked=True)
+    got: list[bytes] = []
+    theirs.sendall(b'6\r\n{"a":1\r\n3\r\n}\n\n\r\n')  # a line cut across two chunks
+    theirs.close()
+    with pytest.raises(ConnectionClosed, match="closed by the server"):
+        readiness.serve(ours, lambda data: got.extend(lines.feed(data)), idle_timeout=30)
+    assert got == [b'{"a":1}', b""]
+    ours.close()
+
+    ours, theirs = socket.socketpair()  # silent past the idle timeout: dropped
+    with pytest.raises(ConnectionClosed, match="nothing received"):
+        readiness.serve(ours, lambda data: None, idle_timeout=0.1)
+    ours.close()
+    theirs.close()
