@@ -23,6 +23,8 @@ import pytest
 
 from pushserver.launcher import ServerProcess
 
+from .redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
+
 RUN_TIMEOUT = 90
 SMALL = ["--step", "2", "--step-seconds", "2", "--rate", "5", "--max", "6", "--max-minutes", "1"]
 STEP_FIELDS = {
@@ -413,3 +415,25 @@ def test_readiness_feeds_bytes_then_raises_what_ended_the_connection() -> None:
         readiness.serve(ours, lambda data: None, idle_timeout=0.1)
     ours.close()
     theirs.close()
+
+
+@pytest.mark.parametrize("transport", ["stream", "longpoll"])
+def test_scale_out_run_against_server_workers_sharing_redis(
+    redis_server: RedisServer,
+    server_factory: Callable[..., ServerProcess],
+    tmp_path: Path,
+    transport: str,
+) -> None:
+    srv = server_factory("--workers", "2", "--redis", redis_server.url)
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", transport, "--workers", "2", *SMALL,
+        "--no-charts",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, steps, end = read_results(tmp_path)
+    assert [step["subscribers"] for step in steps] == [2, 4, 6]
+    for step in steps:
+        assert step["delivered"] == step["expected"] > 0
+        assert step["duplicates"] == 0 and step["invalid"] is None
+        assert step["loadgen"]["processes"] == 3  # the master and both Locust workers
+    assert end is not None and end["reason"] == "max"
