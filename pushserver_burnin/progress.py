@@ -35,4 +35,6 @@ def progress_line(record: dict[str, Any]) -> str:
             text += f", {loadgen['cpu_us_per_delivery']:.0f} us CPU per delivery"
     if loadgen["saturated"]:
         text += " (SATURATED: this step measures the load generator)"
+    if record["invalid"]:
+        text += f" | INVALID: {record['invalid']}"
     return text
