@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pushserver_burnin
+from pushserver_burnin.controller import Controller
+from pushserver_burnin.preflight import server_problem
 from pushserver_burnin.results import RESULTS_NAME, read_run
 from pushserver_burnin.settings import (
     TESTS,
@@ -23,6 +25,7 @@ from pushserver_burnin.settings import (
     locust_arguments,
     new_run_id,
 )
+from pushserver_burnin.tally import StepBook
 from pushserver_measure.extras import install_hint
 from pushserver_measure.ports import free_port
 
@@ -139,6 +142,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pushserver-burnin: {exc}", file=sys.stderr)
         return 2
     results = Path(args.out) / RESULTS_NAME
+    controller = Controller(settings, args.host, StepBook(), distributed=False)
+    problem = server_problem(controller.endpoint, args.host, controller.admin_headers)
+    if problem is not None:
+        print(f"pushserver-burnin: {controller.refuse(problem)}", file=sys.stderr, flush=True)
+        return 1
     run_locust(args, settings)
     lines = read_run(results, settings.run_id) if results.exists() else []
     end = next((line for line in lines if line["kind"] == "end"), None)
@@ -147,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if not args.no_charts:
         build_charts(results, Path(args.out))
-    return 1 if end["reason"] == "interrupted" else 0
+    if end["reason"] == "invalid":
+        print(f"pushserver-burnin: {end['message']}", file=sys.stderr, flush=True)
+    return 1 if end["reason"] in ("interrupted", "invalid") else 0
 
 
 if __name__ == "__main__":

@@ -18,6 +18,8 @@ from typing import Any
 
 import gevent
 
+from pushserver_burnin.histogram import Histogram
+from pushserver_burnin.preflight import server_problem
 from pushserver_burnin.probe import ProbeProcess
 from pushserver_burnin.progress import progress_line
 from pushserver_burnin.publisher import Publisher, PublishHook, PublishResult
@@ -35,6 +37,7 @@ from pushserver_burnin.settings import DRAIN_GRACE, PUBLISHER_MIN_RATE, Settings
 from pushserver_burnin.tally import StepBook
 from pushserver_measure.http11 import Connection, Endpoint
 from pushserver_measure.machine import machine_info
+from pushserver_measure.verdict import Point, verdict
 
 _POLL = 0.05
 
@@ -74,7 +77,7 @@ class Controller:
         self.target = self.counts[0]
         self.finished = False
         self.ended = False
-        self.steps_written = 0
+        self.points: list[Point] = []  # every step written, for the verdict
         self.writer = ResultsWriter(settings.out)
         self.label = settings.label or f"{settings.test}/{settings.transport}"
         self.admin_headers = (
@@ -97,8 +100,13 @@ class Controller:
     def _run(self) -> None:
         reason, message = "interrupted", "the controller stopped unexpectedly"
         try:
-            self._header()
-            reason, message = self._steps()
+            problem = server_problem(self.endpoint, self.host, self.admin_headers)
+            self._header(idle=problem is None)
+            if problem is None:
+                self._start_probe()
+                reason, message = self._steps()
+            else:
+                reason, message = self._invalid_start(problem)
         except TimeUp:
             reason, message = "time", f"stopped after --max-minutes {self.settings.max_minutes:g}"
         except Exception as exc:
@@ -107,23 +115,60 @@ class Controller:
         finally:
             self.end(reason, message)
 
-    def end(self, reason: str, message: str) -> None:
-        """Write the end line once, print why, and let the shape stop Locust."""
+    def refuse(self, problem: str) -> str:
+        """Record a run that cannot start (step 1 invalid) without Locust; returns why."""
+        self._header(idle=False)
+        reason, message = self._invalid_start(problem)
+        self.end(reason, message, announce=False)
+        return message
+
+    def _invalid_start(self, problem: str) -> tuple[str, str]:
+        now = time.time()
+        empty = Histogram().summary()
+        self._write_step(
+            {
+                "kind": "step",
+                **self._common(),
+                "step": 1,
+                "subscribers": 0,
+                "target": self.counts[0],
+                "channels": 0,
+                "messages": 0,
+                "expected": 0,
+                "delivered": 0,
+                "lost": 0,
+                "duplicates": 0,
+                "latency": {"publish": empty, "fanout": empty, "e2e": empty},
+                "probe": None,
+                "invalid": problem,
+                "ceiling": self.settings.ceiling,
+                "started": now,
+                "ended": now,
+            }
+        )
+        return "invalid", f"step 1 invalid: {problem}"
+
+    def end(self, reason: str, message: str, announce: bool = True) -> None:
+        """Write the end line once, print why (unless the caller will), let the shape stop."""
         if self.ended:
             return
         self.ended = True
+        answer = verdict(self.points, self.settings.ceiling, reason)
         self.writer.write(
             {
                 "kind": "end",
                 **self._common(),
                 "reason": reason,
                 "message": message,
-                "steps": self.steps_written,
+                "steps": len(self.points),
+                "verdict": answer,
                 "ended": time.time(),
             }
         )
-        print(f"burn-in finished ({reason}): {message}", flush=True)
-        print(f"results: {self.writer.path}", flush=True)
+        if announce:
+            print(f"burn-in finished ({reason}): {message}", flush=True)
+            print(f"verdict: {answer}", flush=True)
+            print(f"results: {self.writer.path}", flush=True)
         self.publisher.close()
         if self.probe is not None:
             self.probe.stop()
@@ -135,7 +180,10 @@ class Controller:
             self.greenlet.kill(block=False)
         self.end("interrupted", why)
 
-    def _header(self) -> None:
+    def _header(self, idle: bool) -> None:
+        """The run line; with `idle`, the server's RSS before any subscriber (the baseline of
+        the charts' memory per subscriber)."""
+        stats = fetch_stats(self.stats_conn, self.admin_headers) if idle else None
         settings = self.settings.as_dict()
         settings.pop("publish_key")
         self.writer.write(
@@ -148,8 +196,15 @@ class Controller:
                 "settings": settings,
                 "machine": machine_info(),
                 "started": self.started,
+                "server_idle": {"rss_bytes": stats.get("rss_bytes")} if stats else None,
             }
         )
+
+    def _write_step(self, record: dict[str, Any]) -> None:
+        self.writer.write(record)
+        self.points.append(Point.from_line(record))
+
+    def _start_probe(self) -> None:
         if self.settings.probe:
             self.probe = ProbeProcess(
                 self.host, self.settings.transport, probe_channel(self.settings), self.book
@@ -187,21 +242,22 @@ class Controller:
 
     def _steps(self) -> tuple[str, str]:
         s = self.settings
-        previous = 0
-        for step, count in enumerate(self.counts, start=1):
+        previous, step = 0, 0
+        for count in self.counts:
             self.target = count
             spawning = (count - previous) / s.spawn_rate
             if time.monotonic() + spawning + s.step_seconds > self.deadline:
                 raise TimeUp  # the step could not finish in time
             self._wait(self._all_established, 30.0 + 2 * spawning)
             previous = count
-            record = self._one_step(step, count)
-            self.writer.write(record)
-            self.steps_written += 1
-            print(progress_line(record), flush=True)
-            verdict = self._verdict(record)
-            if verdict is not None:
-                return verdict
+            for repeat in range(1, s.repeats + 1):
+                step += 1
+                record = self._one_step(step, count) | {"repeat": repeat}
+                self._write_step(record)
+                print(progress_line(record), flush=True)
+                stop = self._verdict(record)
+                if stop is not None:
+                    return stop
         return "max", f"reached --max {s.max} subscribers"
 
     def _one_step(self, step: int, target: int) -> dict[str, Any]:
@@ -227,6 +283,13 @@ class Controller:
         gevent.sleep(0.3)  # one more round of worker reports, for late duplicates
         last = self._snapshot()
         probe = self.book.probe.get(step) if self.probe is not None else None
+        problems = []
+        if subscribers < target:
+            problems.append(f"only {subscribers} of {target} subscribers connected")
+        if result.errors:
+            problems.append(f"{result.errors} publish requests failed, first {result.first_error}")
+        if not expected and not problems:
+            problems.append("no delivery was expected: nothing was published")
         return {
             "kind": "step",
             **self._common(),
@@ -256,7 +319,8 @@ class Controller:
                 "rounds": result.ticks,
             },
             "server": server_figures(first, last),
-            "loadgen": loadgen_figures(first, last),
+            "loadgen": loadgen_figures(first, last, counts.delivered),
+            "invalid": "; ".join(problems) or None,
             "ceiling": s.ceiling,
             "started": started,
             "ended": time.time(),
@@ -269,6 +333,8 @@ class Controller:
 
     def _verdict(self, record: dict[str, Any]) -> tuple[str, str] | None:
         s = self.settings
+        if record["invalid"]:
+            return "invalid", f"step {record['step']} invalid: {record['invalid']}"
         worst = record["latency"]["e2e"]["worst"]
         where = f"step {record['step']}, {record['subscribers']} subscribers"
         if worst is not None and worst > s.ceiling:

@@ -112,12 +112,12 @@ def _test_start(environment: Environment, **_: Any) -> None:
         return
     transport = _options(environment).burnin_transport
 
-    def delivered(e2e: float, size: int) -> None:
+    def delivered(worst: float, deliveries: int) -> None:
         environment.events.request.fire(
             request_type="DELIVER",
             name=transport,
-            response_time=e2e * 1000,
-            response_length=size,
+            response_time=worst * 1000,
+            response_length=deliveries,
             exception=None,
             context={},
         )

@@ -31,9 +31,10 @@ def progress_line(record: dict[str, Any]) -> str:
         text += f" | server cpu {server['cpu_percent']:.0f}%{_waited(server)} rss {rss} MiB"
     if loadgen["cpu_percent"] is not None:
         text += f" | loadgen cpu {loadgen['cpu_percent']:.0f}%{_waited(loadgen)}"
-        if record["delivered"]:
-            cost = loadgen["cpu_seconds"] / record["delivered"] * 1e6
-            text += f", {cost:.0f} us CPU per delivery"
+        if loadgen["cpu_us_per_delivery"] is not None:
+            text += f", {loadgen['cpu_us_per_delivery']:.0f} us CPU per delivery"
     if loadgen["saturated"]:
         text += " (SATURATED: this step measures the load generator)"
+    if record["invalid"]:
+        text += f" | INVALID: {record['invalid']}"
     return text

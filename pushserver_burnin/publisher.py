@@ -29,6 +29,7 @@ class PublishResult:
     due: int = 0  # rounds the rate asked for
     messages: int = 0  # messages the server accepted, crowd channels only
     errors: int = 0
+    first_error: str = ""  # what the first failed request said, for the step's `invalid`
     round_trip: Histogram = field(default_factory=Histogram)
 
     @property
@@ -107,6 +108,7 @@ class Publisher:
                 self.on_request(elapsed, len(body), error)
             if error is not None:
                 result.errors += 1
+                result.first_error = result.first_error or f"{path}: {error!r}"
                 return 0
             result.round_trip.add(elapsed)
             size = 1 if batch is None else len(batch)

@@ -70,7 +70,8 @@ def server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
     }
 
 
-def loadgen_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
+def loadgen_figures(first: Snapshot, last: Snapshot, delivered: int) -> dict[str, Any]:
+    """The load generator's CPU over the step, and what one delivery cost it (µs of CPU)."""
     used, waited, wanted, spent = [], [], [], 0.0
     for node, clock in last.loadgen.items():
         start = first.loadgen.get(node)
@@ -87,6 +88,7 @@ def loadgen_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
         "cpu_percent": max(used, default=None),
         "cpu_wait_percent": max(waited, default=None),
         "cpu_seconds": spent,
+        "cpu_us_per_delivery": spent / delivered * 1e6 if delivered and spent else None,
         "processes": len(last.loadgen),
         "saturated": max(wanted, default=0.0) >= SATURATED_CPU,
     }

@@ -28,6 +28,7 @@ class Settings:
     factor: float
     start: int
     step_seconds: float
+    repeats: int
     rate: float
     max: int
     max_minutes: float
@@ -70,7 +71,8 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("factor", float, 0.0, "grow the count geometrically by this factor instead (e.g. 2)"),
     ("start", int, 0, "subscribers in the first step (default: --step)"),
     ("step-seconds", float, 10.0, "publishing time per step (s)"),
-    ("rate", float, 1.0, "messages per second to every channel under test"),
+    ("repeats", int, 1, "steps measured at each subscriber count, for a spread per point"),
+    ("rate", float, 2.0, "messages per second to every channel under test"),
     ("max", int, 1_000_000, "stop after the step that reaches this many subscribers"),
     ("max-minutes", float, 30.0, "stop the run after this many minutes"),
     ("spawn-rate", float, 1000.0, "subscribers connected per second while ramping"),
@@ -137,3 +139,5 @@ def validate(settings: Settings) -> None:
         raise ValueError("--factor must be above 1")
     if min(settings.step, settings.rate, settings.step_seconds, settings.ceiling) <= 0:
         raise ValueError("--step, --rate, --step-seconds and --ceiling must be positive")
+    if settings.repeats < 1:
+        raise ValueError("--repeats must be at least 1")

@@ -2,9 +2,10 @@
 
 A subscriber first fetches the channel's current cursor (a long-poll with timeout=0) and then
 always resumes from the last cursor it saw, so from the moment it reports itself subscribed it
-owes every message: whatever it does not receive is a loss, never a blind spot. The code is
-plain blocking socket code: gevent makes it cooperative inside Locust, and the probe process
-runs it as is.
+owes every message: whatever it does not receive is a loss, never a blind spot. Connecting
+and reconnecting is blocking socket code that gevent makes cooperative (inside Locust and in
+the probe process alike); a held connection is read from the gevent hub's loop
+(pushserver_burnin.readiness), so a message costs no greenlet switch.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from urllib.parse import quote
 
 import orjson
 
-from pushserver_burnin import websocket
+from pushserver_burnin import readiness, websocket
 from pushserver_measure.http11 import (
+    BodyLines,
     Connection,
     ConnectionClosed,
     Endpoint,
     HttpStatusError,
     Reader,
+    Responses,
     connect,
     request_bytes,
     retry_after,
@@ -55,7 +58,6 @@ class Subscriber:
     """The transport-independent part: cursor, duplicate check, reconnect with backoff."""
 
     transport: ClassVar[str]
-    keeps_cursor_connection: ClassVar[bool] = False  # reuse the first request's connection
 
     def __init__(
         self,
@@ -86,8 +88,7 @@ class Subscriber:
                 self.cursor = self._current_cursor()
             except _DROPS as exc:
                 failures = self._backoff(exc, failures)
-        if not self.keeps_cursor_connection:
-            self.conn.close()
+        self.conn.close()
         self.sink.subscribed(self.channel)
         failures = 0
         while True:
@@ -138,29 +139,47 @@ class Subscriber:
         elif kind == "reconnect":
             raise ServerReconnect("server asked to reconnect")
 
-    def _open_stream(self, path: str, extra: bytes = b"") -> tuple[Reader, Any]:
-        """Connect and send a GET; the caller reads the head (WebSocket expects 101)."""
+    def _open_stream(self, path: str) -> tuple[Reader, Any]:
+        """Connect and send a GET; the caller reads the head."""
         sock = connect(self.endpoint, self.source_ip, self.idle_timeout)
-        sock.sendall(extra or request_bytes("GET", self.endpoint.host_header, path))
+        sock.sendall(request_bytes("GET", self.endpoint.host_header, path))
         return Reader(sock), sock
 
 
 class LongPollSubscriber(Subscriber):
+    """Polls back to back on one keep-alive connection, every answer handled in the hub's loop:
+    the next poll is sent from the callback that read the last answer."""
+
     transport = "longpoll"
-    keeps_cursor_connection = True
+
+    def _poll_bytes(self) -> bytes:
+        path = f"/lp/{self.channel}{self.query() or '?'}&timeout={LONGPOLL_TIMEOUT:g}"
+        return request_bytes("GET", self.endpoint.host_header, path)
 
     def consume(self) -> None:
-        path = f"/lp/{self.channel}{self.query() or '?'}&timeout={LONGPOLL_TIMEOUT:g}"
-        head, body = self.conn.request("GET", path, timeout=LONGPOLL_TIMEOUT + 15)
-        received = time.time()
-        if head.status != 200:
-            raise HttpStatusError(head.status, body, retry_after(head))
-        answer = orjson.loads(body)
-        messages = answer["messages"]
-        size = len(body) // max(1, len(messages))
-        for item in messages:
-            self.handle(item, received, size)
-        self.cursor = answer["cursor"]
+        sock = connect(self.endpoint, self.source_ip, LONGPOLL_TIMEOUT + 15)
+        responses = Responses()
+        try:
+            sock.sendall(self._poll_bytes())
+
+            def on_data(data: bytes) -> None:
+                for head, body in responses.feed(data):
+                    received = time.time()
+                    if head.status != 200:
+                        raise HttpStatusError(head.status, body, retry_after(head))
+                    answer = orjson.loads(body)
+                    messages = answer["messages"]
+                    size = len(body) // max(1, len(messages))
+                    for item in messages:
+                        self.handle(item, received, size)
+                    self.cursor = answer["cursor"]
+                    if not head.keep_alive:
+                        raise ConnectionClosed("the server closed the keep-alive connection")
+                    readiness.send_small(sock, self._poll_bytes())
+
+            readiness.serve(sock, on_data, LONGPOLL_TIMEOUT + 15)
+        finally:
+            sock.close()
 
 
 class _LineStreamSubscriber(Subscriber):
@@ -177,10 +196,17 @@ class _LineStreamSubscriber(Subscriber):
             head = reader.read_head()
             if head.status != 200:
                 raise HttpStatusError(head.status, reader.read_body(head), retry_after(head))
-            for line in reader.iter_lines(head):
-                payload = self.payload(line)
-                if payload:
-                    self.handle(orjson.loads(payload), time.time(), len(line))
+            lines = BodyLines(head.chunked)
+
+            def on_data(data: bytes) -> None:
+                received = time.time()
+                for line in lines.feed(data):
+                    payload = self.payload(line)
+                    if payload:
+                        self.handle(orjson.loads(payload), received, len(line))
+
+            on_data(reader.take_buffered())
+            readiness.serve(sock, on_data, self.idle_timeout)
         finally:
             sock.close()
 
@@ -207,19 +233,20 @@ class WebSocketSubscriber(Subscriber):
 
     def consume(self) -> None:
         path = f"/ws/{self.channel}{self.query()}"
-        reader, sock = self._open_stream(path, websocket.handshake_bytes(self.endpoint, path))
+        client = websocket.WebSocketClient(self.endpoint, path)
+        sock = connect(self.endpoint, self.source_ip, self.idle_timeout)
         try:
-            head = reader.read_head()
-            if head.status != 101:
-                raise HttpStatusError(head.status, reader.read_body(head), retry_after(head))
-            while True:
-                opcode, payload = websocket.read_message(reader)
-                if opcode == websocket.OP_TEXT:
-                    self.handle(orjson.loads(payload), time.time(), len(payload))
-                elif opcode == websocket.OP_PING:
-                    sock.sendall(websocket.masked_frame(websocket.OP_PONG, payload))
-                elif opcode == websocket.OP_CLOSE:
-                    raise ConnectionClosed("websocket closed by the server")
+            sock.sendall(client.to_send())
+
+            def on_data(data: bytes) -> None:
+                received = time.time()
+                for message in client.feed(data):
+                    self.handle(orjson.loads(message), received, len(message))
+                reply = client.to_send()
+                if reply:
+                    readiness.send_small(sock, reply)
+
+            readiness.serve(sock, on_data, self.idle_timeout)
         finally:
             sock.close()
 

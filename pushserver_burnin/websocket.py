@@ -1,52 +1,48 @@
-"""Just enough of RFC 6455 for a receiving client: the handshake, frames in, pongs out."""
+"""The subscriber's side of a WebSocket, through the websockets library's sans-I/O client.
+
+The library does the handshake, frame parsing, unmasking and pongs; this module only carries
+bytes between it and a socket and turns its events into text messages.
+"""
 
 from __future__ import annotations
 
-import base64
-import os
-import struct
+from websockets.client import ClientProtocol
+from websockets.frames import Frame, Opcode
+from websockets.http11 import Response
+from websockets.protocol import State
+from websockets.uri import parse_uri
 
-from pushserver_measure.http11 import ConnectionClosed, Endpoint, Reader, request_bytes
-
-OP_CONTINUATION, OP_TEXT, OP_BINARY, OP_CLOSE, OP_PING, OP_PONG = 0, 1, 2, 8, 9, 10
-
-
-def handshake_bytes(endpoint: Endpoint, path: str) -> bytes:
-    key = base64.b64encode(os.urandom(16)).decode()
-    headers = {
-        "Upgrade": "websocket",
-        "Connection": "Upgrade",
-        "Sec-WebSocket-Key": key,
-        "Sec-WebSocket-Version": "13",
-    }
-    return request_bytes("GET", endpoint.host_header, path, headers=headers)
+from pushserver_measure.http11 import ConnectionClosed, Endpoint, HttpStatusError
 
 
-def masked_frame(opcode: int, payload: bytes) -> bytes:
-    """Client frames must be masked; payloads here are pongs (at most 125 bytes)."""
-    mask = os.urandom(4)
-    body = bytes(b ^ mask[i % 4] for i, b in enumerate(payload[:125]))
-    return bytes([0x80 | opcode, 0x80 | len(body)]) + mask + body
+class WebSocketClient:
+    """One connection's protocol state: feed it bytes, get text messages and bytes to send."""
 
+    def __init__(self, endpoint: Endpoint, path: str) -> None:
+        self.protocol = ClientProtocol(parse_uri(f"ws://{endpoint.host_header}{path}"))
+        self.protocol.send_request(self.protocol.connect())
+        self._parts: list[bytes] = []
 
-def read_message(reader: Reader) -> tuple[int, bytes]:
-    """One whole message (continuations joined); control frames come back on their own."""
-    parts: list[bytes] = []
-    first_opcode = None
-    while True:
-        b0, b1 = reader.read_exact(2)
-        opcode, fin, size = b0 & 0x0F, b0 & 0x80, b1 & 0x7F
-        if size == 126:
-            (size,) = struct.unpack("!H", reader.read_exact(2))
-        elif size == 127:
-            (size,) = struct.unpack("!Q", reader.read_exact(8))
-        if b1 & 0x80:
-            raise ConnectionClosed("masked frame from the server")
-        payload = reader.read_exact(size)
-        if opcode >= OP_CLOSE:
-            return opcode, payload
-        if first_opcode is None:
-            first_opcode = opcode
-        parts.append(payload)
-        if fin:
-            return first_opcode, b"".join(parts)
+    def to_send(self) -> bytes:
+        """The handshake request, pongs and close replies the protocol has queued."""
+        return b"".join(self.protocol.data_to_send())
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The whole text messages `data` completed; raises once the connection is over."""
+        self.protocol.receive_data(data)
+        messages = []
+        for event in self.protocol.events_received():
+            if isinstance(event, Response) and event.status_code != 101:
+                retry = event.headers.get("Retry-After")
+                delay = float(retry) if retry and retry.isdigit() else None
+                raise HttpStatusError(event.status_code, bytes(event.body or b""), delay)
+            if isinstance(event, Frame) and event.opcode in (Opcode.TEXT, Opcode.CONT):
+                self._parts.append(bytes(event.data))
+                if event.fin:
+                    messages.append(b"".join(self._parts))
+                    self._parts = []
+        if self.protocol.handshake_exc is not None:
+            raise ConnectionClosed(f"websocket handshake failed: {self.protocol.handshake_exc}")
+        if self.protocol.state is State.CLOSED and not messages:
+            raise ConnectionClosed(f"websocket closed: {self.protocol.close_exc}")
+        return messages

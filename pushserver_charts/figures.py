@@ -24,8 +24,10 @@ from pushserver_charts.layout import (
     figure_legend,
     from_zero,
     highest,
+    invalid_handle,
     latency_axis,
     latency_ms,
+    mark_invalid,
     mark_saturated,
     new_figure,
     plotted,
@@ -49,6 +51,12 @@ LEG_TITLES = {
 # wide and pale: the expected line shows through
 DELIVERED: dict[str, Any] = {"linewidth": 5, "alpha": 0.35}
 CEILING_ZOOM = 5  # draw the ceiling when it is within this factor of the worst step
+SATURATION_LINE: dict[str, Any] = {
+    "color": "red",
+    "linewidth": 0.8,
+    "alpha": 0.5,
+    "label": f"{SATURATION_PERCENT} % of one core: above it a process is saturated",
+}
 
 
 def downsample(
@@ -80,7 +88,7 @@ def downsample(
 def worst_latency(runs: Sequence[Run]) -> Figure:
     """The burn-in chart: worst end-to-end latency per step against subscribers, with ceiling."""
     fig, (ax,) = new_figure(runs, "Worst-case end-to-end latency per step", rows=1, height=5.6)
-    marked = False
+    marked = invalid = False
     handles = []
     for i, run in enumerate(runs):
         x, p50, worst, saturated = downsample(
@@ -90,6 +98,8 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             series(run, lambda s: s.saturated).astype(bool),
         )
         binned = f" ({len(run.steps)} steps in {len(x)} bins)" if len(x) < len(run.steps) else ""
+        if run.stopped_early:
+            binned += f" ({run.stopped_early}: a lower bound)"
         handles.append(
             Line2D([], [], color=color(i), marker="o", markersize=4, label=run.label + binned)
         )
@@ -107,6 +117,7 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
         )
         container.lines[0].set_label(run.label + binned)
         marked |= mark_saturated(ax, x, worst, saturated)
+        invalid |= mark_invalid(ax, run)
     ceilings = sorted({run.ceiling * MS for run in runs if math.isfinite(run.ceiling)})
     # A ceiling far above every step would flatten them into the bottom: name it instead.
     drawn = [ceiling for ceiling in ceilings if ceiling <= CEILING_ZOOM * highest(ax)]
@@ -125,7 +136,7 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             fontsize="small",
         )
     ax.set_ylabel("worst-case latency (ms); bars reach down to p50")
-    figure_legend(fig, handles + saturation_handle(marked))
+    figure_legend(fig, handles + saturation_handle(marked) + invalid_handle(invalid))
     return fig
 
 
@@ -201,19 +212,22 @@ def resources(runs: Sequence[Run]) -> Figure:
         memory = series(run, lambda s: s.server_rss)
         rss.plot(x, memory / MIB, label=run.label, **style)
         with np.errstate(divide="ignore", invalid="ignore"):
-            per_sub.plot(x, memory / 1024 / x, label=run.label, **style)
-    cpu.axhline(SATURATION_PERCENT, color="red", linewidth=0.8, alpha=0.5)
+            per_sub.plot(x, (memory - run.idle_rss) / 1024 / x, label=run.label, **style)
+    cpu.axhline(SATURATION_PERCENT, **SATURATION_LINE)
     from_zero(cpu, at_least=100)
-    cpu.set_ylabel("CPU (%)")
+    cpu.set_ylabel("CPU (% of one core)")
     cpu.set_title("CPU: server and busiest load-generator process", fontsize="medium")
     from_zero(rss)
     rss.set_ylabel("server RSS (MiB)")
     rss.set_title("server resident memory", fontsize="medium")
     from_zero(per_sub)
-    per_sub.set_ylabel("RSS per subscriber (KiB)")
-    per_sub.set_title("server resident memory per subscriber", fontsize="medium")
+    per_sub.set_ylabel("over idle (KiB)")
+    per_sub.set_title(
+        "server memory per subscriber: (RSS - idle RSS) / subscribers", fontsize="medium"
+    )
     style_legend(cpu, {"server": "-", "load generator": "--"})
-    figure_legend(fig, run_handles(runs) + saturation_handle(marked))
+    line = Line2D([], [], **SATURATION_LINE)
+    figure_legend(fig, [*run_handles(runs), line, *saturation_handle(marked)])
     return fig
 
 
@@ -294,9 +308,11 @@ CHARTS = (
     ChartSpec(
         "resources",
         "Server and load-generator resources",
-        "Server CPU and resident memory (total and per subscriber), with the busiest "
-        "load-generator process's CPU. Red crosses mark saturated steps: there the load "
-        "generator, not the server, limits what was measured.",
+        "Server CPU and resident memory, with the busiest load-generator process's CPU. CPU "
+        "is a share of one core (100 % = one core busy). Memory per subscriber is the "
+        "marginal cost: RSS above the idle server's, divided by the subscribers. Red crosses "
+        "mark saturated steps: there the load generator, not the server, limits what was "
+        "measured.",
         resources,
     ),
     ChartSpec(

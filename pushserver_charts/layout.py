@@ -33,6 +33,14 @@ SATURATED: dict[str, Any] = {
     "zorder": 5,
 }
 SATURATED_LABEL = f"load generator saturated (CPU ≥ {SATURATION_PERCENT} %)"
+INVALID: dict[str, Any] = {
+    "marker": "$?$",
+    "color": "black",
+    "markersize": 11,
+    "linestyle": "none",
+    "zorder": 5,
+}
+INVALID_LABEL = "invalid step: nothing trustworthy measured (see the report's table)"
 COUNT_LABEL = "subscribers connected"
 SUBTITLE_WIDTH = 110
 
@@ -46,7 +54,7 @@ def latency_ms(run: Run, leg: str, stat: str, *, probe: bool = False) -> np.ndar
 
     def value(step: Step) -> float:
         legs = step.probe if probe else step.latency
-        return getattr(legs[leg], stat) * MS if legs else math.nan
+        return getattr(legs[leg], stat) * MS if legs and not step.invalid else math.nan
 
     return series(run, value)
 
@@ -196,3 +204,15 @@ def mark_saturated(ax: Axes, x: np.ndarray, y: np.ndarray, saturated: np.ndarray
 
 def saturation_handle(marked: bool) -> list[Line2D]:
     return [Line2D([], [], **SATURATED, label=SATURATED_LABEL)] if marked else []
+
+
+def mark_invalid(ax: Axes, run: Run) -> bool:
+    """Invalid steps as question marks on the subscriber axis: counted, never plotted as data."""
+    x = [step.subscribers for step in run.steps if step.invalid]
+    if x:
+        ax.plot(x, [0.0] * len(x), **INVALID, label=INVALID_LABEL, clip_on=False)
+    return bool(x)
+
+
+def invalid_handle(marked: bool) -> list[Line2D]:
+    return [Line2D([], [], **INVALID, label=INVALID_LABEL)] if marked else []

@@ -33,7 +33,8 @@ img { max-width: 100%; border: 1px solid #ddd; }
 table { border-collapse: collapse; margin: .5em 0 1em; font-size: 12px; }
 th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
 th { background: #f0f0f0; } td.text, th.text { text-align: left; }
-tr.saturated { background: #fff3cd; } td.over { color: #b00; font-weight: bold; }
+tr.saturated { background: #fff3cd; } tr.invalid { background: #eee; color: #777; }
+td.over { color: #b00; font-weight: bold; } p.verdict { font-size: 1.1em; }
 td.lost { color: #b00; } .warn { color: #8a4b00; } figcaption { color: #555; max-width: 75em; }
 """
 
@@ -100,13 +101,14 @@ STEP_COLUMNS = (
     "probe e2e worst ms",
     "server CPU %",
     "server RSS MiB",
-    "RSS KiB/sub",
+    "RSS KiB/sub over idle",
     "load-gen CPU %",
     "saturated",
+    "invalid",
 )
 
 
-def _step_row(step: Step, ceiling: float) -> str:
+def _step_row(step: Step, ceiling: float, idle_rss: float) -> str:
     e2e, fanout, publish = step.latency["e2e"], step.latency["fanout"], step.latency["publish"]
     probe = step.probe["e2e"].worst if step.probe else math.nan
     over = "over" if math.isfinite(ceiling) and e2e.worst > ceiling else ""
@@ -130,17 +132,24 @@ def _step_row(step: Step, ceiling: float) -> str:
         _cell(_num(probe * MS)),
         _cell(_num(step.server_cpu)),
         _cell(_num(step.server_rss / MIB)),
-        _cell(_num(step.server_rss / 1024 / step.subscribers if step.subscribers else math.nan)),
+        _cell(
+            _num((step.server_rss - idle_rss) / 1024 / step.subscribers)
+            if step.subscribers
+            else "-"
+        ),
         _cell(_num(step.loadgen_cpu)),
         _cell("yes" if step.saturated else ""),
+        _cell(step.invalid, "text"),
     ]
-    css = ' class="saturated"' if step.saturated else ""
+    css = ' class="invalid"' if step.invalid else ' class="saturated"' if step.saturated else ""
     return f'<tr{css} data-step="{step.number}">{"".join(cells)}</tr>'
 
 
 def _held(run: Run) -> str:
     """The headline: the most subscribers of a step whose worst latency stayed under the ceiling."""
-    under = [step for step in run.steps if step.latency["e2e"].worst <= run.ceiling]
+    under = [
+        step for step in run.steps if not step.invalid and step.latency["e2e"].worst <= run.ceiling
+    ]
     if not under:
         return ""
     best = max(under, key=lambda step: step.subscribers)
@@ -161,11 +170,12 @@ def _run_section(index: int, run: Run) -> str:
         "server": run.host,
         "started": _when(run.header.get("started")),
         "steps": len(run.steps),
+        "verdict": run.verdict,
         "held under the ceiling": _held(run),
         "ended": f"{end.get('reason', '')}: {end.get('message', '')}" if end else "interrupted",
     }
     header = "".join(f"<th>{escape(name)}</th>" for name in STEP_COLUMNS)
-    rows = "".join(_step_row(step, run.ceiling) for step in run.steps)
+    rows = "".join(_step_row(step, run.ceiling, run.idle_rss) for step in run.steps)
     warnings = "".join(f'<p class="warn">{escape(w)}</p>' for w in run.warnings)
     return (
         f'<section id="run-{index}"><h2>Run {index}: {escape(run.label)}</h2>{warnings}'
@@ -205,6 +215,10 @@ def write_report(runs: Sequence[Run], out_dir: Path) -> Path:
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f"<title>Burn-in report: {escape(labels)}</title><style>{CSS}</style></head><body>"
         f"<h1>Burn-in report: {escape(labels)}</h1>"
+        + "".join(
+            f'<p class="verdict"><b>{escape(run.label)}</b>: {escape(run.verdict)}</p>'
+            for run in runs
+        )
         + "".join(figures)
         + "".join(_run_section(i, run) for i, run in enumerate(runs, 1))
         + "</body></html>\n"

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from pushserver_measure.verdict import STOPPED_BY, Point, verdict
+
 TOOL = "pushserver-burnin"
 FORMAT = 1
 LEGS = ("publish", "fanout", "e2e")
@@ -60,6 +62,8 @@ class Step:
     loadgen_cpu: float
     saturated: bool
     ceiling: float
+    point: Point  # what the verdict reads
+    invalid: str = ""  # why the step measured nothing trustworthy ("" when valid)
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,39 @@ class Run:
         if _is_number(value):
             return float(value)
         return next((s.ceiling for s in self.steps if math.isfinite(s.ceiling)), math.nan)
+
+    @property
+    def idle_rss(self) -> float:
+        """The server's RSS with no subscriber: from the header, else the intercept of a line
+        through the valid steps' (subscribers, RSS), else 0."""
+        recorded = (self.header.get("server_idle") or {}).get("rss_bytes")
+        if _is_number(recorded):
+            return float(recorded)
+        points = [
+            (s.subscribers, s.server_rss)
+            for s in self.steps
+            if not s.invalid and s.subscribers and math.isfinite(s.server_rss)
+        ]
+        if len({n for n, _ in points}) < 2:
+            return 0.0
+        mean_n = sum(n for n, _ in points) / len(points)
+        mean_r = sum(r for _, r in points) / len(points)
+        slope = sum((n - mean_n) * (r - mean_r) for n, r in points) / sum(
+            (n - mean_n) ** 2 for n, _ in points
+        )
+        return max(0.0, mean_r - slope * mean_n)
+
+    @property
+    def stopped_early(self) -> str:
+        """Why a run that never reached its ceiling stopped ("" when it did reach it)."""
+        reason = self.end.get("reason") if self.end else "interrupted"
+        return STOPPED_BY.get(str(reason), "")
+
+    @property
+    def verdict(self) -> str:
+        """The run's answer in words (pushserver_measure.verdict), as the run printed it."""
+        reason = self.end.get("reason") if self.end else None
+        return verdict([step.point for step in self.steps], self.ceiling, reason)
 
 
 def _is_number(value: Any) -> TypeGuard[int | float]:
@@ -190,6 +227,8 @@ class _Line:
             if saturated is not None
             else loadgen_cpu >= SATURATION_PERCENT,
             ceiling=self.number(obj, "ceiling"),
+            point=Point.from_line(obj),
+            invalid=str(obj.get("invalid") or ""),
         )
 
 

@@ -166,6 +166,10 @@ class Reader:
     def read_some(self) -> bytes:
         if not self.buf:
             self._fill()
+        return self.take_buffered()
+
+    def take_buffered(self) -> bytes:
+        """What was read past the last parsed item, for a parser that takes over the socket."""
         out = bytes(self.buf)
         self.buf.clear()
         return out
@@ -202,16 +206,6 @@ class Reader:
 
     def read_body(self, head: Head) -> bytes:
         return b"".join(self.iter_body(head))
-
-    def iter_lines(self, head: Head) -> Iterator[bytes]:
-        """Yield complete lines (without the newline) as soon as each one is in."""
-        pending = b""
-        for piece in self.iter_body(head):
-            pending += piece
-            if b"\n" in pending:
-                *lines, pending = pending.split(b"\n")
-                yield from lines
-        raise ConnectionClosed("stream ended")
 
 
 def retry_after(head: Head) -> float | None:
@@ -274,3 +268,86 @@ class Connection:
         if self.sock is not None:
             self.sock.close()
         self.sock = self.reader = None
+
+
+class BodyLines:
+    """Incremental decoder: body bytes as they arrive (chunked or not) → complete lines.
+
+    Everything a read brought is decoded at once, so a burst of messages costs one call.
+    """
+
+    __slots__ = ("_buf", "_chunked", "_left", "_pending", "_skip")
+
+    def __init__(self, chunked: bool) -> None:
+        self._chunked = chunked
+        self._buf = b""  # undecoded framing (a chunk-size line cut in two)
+        self._left = 0  # chunk data bytes still to come
+        self._skip = 0  # CRLF bytes after chunk data still to drop
+        self._pending = b""  # the start of a line whose newline has not arrived
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The lines (without newline) completed by `data`; ConnectionClosed at the body's end."""
+        body = self._unchunk(data) if self._chunked else data
+        lines = (self._pending + body).split(b"\n")
+        self._pending = lines.pop()
+        return lines
+
+    def _unchunk(self, data: bytes) -> bytes:
+        buf = self._buf + data if self._buf else data
+        pos, end, pieces = 0, len(buf), []
+        while pos < end:
+            if self._left:
+                stop = min(end, pos + self._left)
+                pieces.append(buf[pos:stop])
+                self._left -= stop - pos
+                pos = stop
+                if not self._left:
+                    self._skip = 2
+            elif self._skip:
+                step = min(self._skip, end - pos)
+                self._skip -= step
+                pos += step
+            else:
+                eol = buf.find(b"\r\n", pos)
+                if eol < 0:
+                    break
+                size = int(buf[pos:eol].split(b";", 1)[0], 16)
+                if size == 0:
+                    raise ConnectionClosed("stream ended")
+                self._left, pos = size, eol + 2
+        self._buf = buf[pos:]
+        return b"".join(pieces)
+
+
+class Responses:
+    """Incremental decoder for answers on a keep-alive connection: bytes → (head, body) pairs.
+
+    Bodies must carry Content-Length (as long-poll answers do); anything else ends the
+    connection with ConnectionClosed.
+    """
+
+    __slots__ = ("_buf", "_head")
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._head: Head | None = None
+
+    def feed(self, data: bytes) -> list[tuple[Head, bytes]]:
+        buf = self._buf + data if self._buf else data
+        answers = []
+        while True:
+            if self._head is None:
+                end = buf.find(HEAD_END)
+                if end < 0:
+                    break
+                self._head = parse_head(buf[:end])
+                buf = buf[end + len(HEAD_END) :]
+            size = self._head.content_length
+            if size is None:
+                raise ConnectionClosed("an answer without Content-Length")
+            if len(buf) < size:
+                break
+            answers.append((self._head, buf[:size]))
+            buf, self._head = buf[size:], None
+        self._buf = buf
+        return answers

@@ -23,6 +23,8 @@ import pytest
 
 from pushserver.launcher import ServerProcess
 
+from .redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
+
 RUN_TIMEOUT = 90
 SMALL = ["--step", "2", "--step-seconds", "2", "--rate", "5", "--max", "6", "--max-minutes", "1"]
 STEP_FIELDS = {
@@ -109,13 +111,22 @@ def test_smoke_run_counts_every_delivery(
         assert_complete(step, subscribers)
         assert step["channels"] == (1 if test == "subscribers" else subscribers)
         assert step["loadgen"]["processes"] == int(workers) + 1  # + the master when distributed
+        assert "cpu_us_per_delivery" in step["loadgen"]  # tiny steps may use < 1 CPU tick
     assert end is not None and end["reason"] == "max" and end["steps"] == 3
     assert "step 3: 6 subscribers" in done.stdout
-    # every delivery was also a Locust request event, so Locust's own stats count them
+    assert (
+        "verdict: capacity under the 1 s ceiling: at least 6 subscribers "
+        "(stopped by --max before reaching the ceiling); latency set by"
+    ) in done.stdout
+    assert end["verdict"] in done.stdout
+    # Locust hears of each message once per report, its length the deliveries it stands for
     rows = list(csv.DictReader((tmp_path / "locust_stats.csv").open()))
     deliver = next(row for row in rows if row["Type"] == "DELIVER")
     assert deliver["Name"] == transport
-    assert int(deliver["Request Count"]) == sum(step["delivered"] for step in steps)
+    delivered = sum(step["delivered"] for step in steps)
+    events = int(deliver["Request Count"])
+    assert sum(step["publisher"]["rounds"] for step in steps) <= events <= delivered
+    assert events * float(deliver["Average Content Size"]) == pytest.approx(delivered)
 
 
 def test_ceiling_stops_the_run_after_the_first_step(
@@ -133,6 +144,10 @@ def test_ceiling_stops_the_run_after_the_first_step(
     assert end is not None and end["reason"] == "ceiling" and end["steps"] == 1
     assert "burn-in finished (ceiling)" in done.stdout
     assert "passed the ceiling" in done.stdout
+    assert (
+        "verdict: capacity under the 1e-06 s ceiling: fewer than 2 subscribers "
+        "(ceiling passed at step 1, 2 subscribers); latency set by"
+    ) in done.stdout
 
 
 def test_max_minutes_bounds_the_run(
@@ -315,3 +330,126 @@ def test_charts_are_built_at_the_end(
     reports = list(tmp_path.glob("*.html"))
     assert reports, done.stdout
     assert f"report: {reports[0]}" in done.stdout
+
+
+def test_dead_server_fails_at_once_with_one_line(tmp_path: Path) -> None:
+    from pushserver_measure.ports import free_port
+
+    host = f"http://127.0.0.1:{free_port()}"
+    done = run_burnin("subscribers", host, tmp_path, "--no-charts")
+    assert done.returncode == 1
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and f"cannot reach the server at {host}" in lines[0]
+    _, steps, end = read_results(tmp_path)
+    assert [step["step"] for step in steps] == [1]
+    assert "cannot reach the server" in steps[0]["invalid"]
+    assert end is not None and end["reason"] == "invalid"
+
+
+def test_failing_publisher_makes_the_step_invalid(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory("--publish-key", "right")
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--publish-key", "wrong", *SMALL, "--no-charts",
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "answered 401" in done.stderr.splitlines()[-1]
+    _, steps, end = read_results(tmp_path)
+    assert steps[0]["invalid"] and end is not None and end["reason"] == "invalid"
+
+
+def test_repeats_measure_each_count_several_times(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory()
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", "stream", "--step", "2", "--max", "4",
+        "--repeats", "2", "--step-seconds", "1", "--rate", "5", "--no-charts", "--no-probe",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, steps, end = read_results(tmp_path)
+    assert [(s["step"], s["subscribers"], s["repeat"]) for s in steps] == [
+        (1, 2, 1), (2, 2, 2), (3, 4, 1), (4, 4, 2),
+    ]  # fmt: skip
+    assert end is not None and "at least 4 subscribers" in end["verdict"]
+
+
+def test_subscribers_that_never_connect_make_the_step_invalid(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    srv = server_factory("--max-connections", "1")  # the second subscriber is refused (503)
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", "stream", *SMALL, "--no-charts",
+        "--no-probe",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "only 1 of 2 subscribers connected" in done.stderr.splitlines()[-1]
+    _, steps, end = read_results(tmp_path)
+    assert len(steps) == 1 and steps[0]["subscribers"] == 1 and steps[0]["target"] == 2
+    assert end is not None and end["reason"] == "invalid"
+    assert end["verdict"].startswith("no capacity under the 1 s ceiling: step 1 is invalid")
+
+
+def test_readiness_feeds_bytes_then_raises_what_ended_the_connection() -> None:
+    import socket
+
+    from pushserver_burnin import readiness
+    from pushserver_measure.http11 import BodyLines, ConnectionClosed
+
+    ours, theirs = socket.socketpair()
+    lines = BodyLines(chunked=True)
+    got: list[bytes] = []
+    theirs.sendall(b'6\r\n{"a":1\r\n3\r\n}\n\n\r\n')  # a line cut across two chunks
+    theirs.close()
+    with pytest.raises(ConnectionClosed, match="closed by the server"):
+        readiness.serve(ours, lambda data: got.extend(lines.feed(data)), idle_timeout=30)
+    assert got == [b'{"a":1}', b""]
+    ours.close()
+
+    ours, theirs = socket.socketpair()  # silent past the idle timeout: dropped
+    with pytest.raises(ConnectionClosed, match="nothing received"):
+        readiness.serve(ours, lambda data: None, idle_timeout=0.1)
+    ours.close()
+    theirs.close()
+
+
+@pytest.mark.parametrize("transport", ["stream", "longpoll"])
+def test_scale_out_run_against_server_workers_sharing_redis(
+    redis_server: RedisServer,
+    server_factory: Callable[..., ServerProcess],
+    tmp_path: Path,
+    transport: str,
+) -> None:
+    srv = server_factory("--workers", "2", "--redis", redis_server.url)
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", transport, "--workers", "2", *SMALL,
+        "--no-charts",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, steps, end = read_results(tmp_path)
+    assert [step["subscribers"] for step in steps] == [2, 4, 6]
+    for step in steps:
+        assert step["delivered"] == step["expected"] > 0
+        assert step["duplicates"] == 0 and step["invalid"] is None
+        assert step["loadgen"]["processes"] == 3  # the master and both Locust workers
+    assert end is not None and end["reason"] == "max"
+
+
+def test_each_step_records_the_load_generators_cpu_per_delivery(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path
+) -> None:
+    """Enough deliveries (300 subscribers x 40 messages) for the process CPU clock to tick."""
+    srv = server_factory()
+    done = run_burnin(
+        "subscribers", srv.url, tmp_path, "--transport", "stream", "--step", "300",
+        "--max", "300", "--step-seconds", "4", "--rate", "10", "--no-charts", "--no-probe",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    _, (step,), _ = read_results(tmp_path)
+    assert step["delivered"] == step["expected"] == 300 * step["messages"]
+    cost = step["loadgen"]["cpu_us_per_delivery"]
+    assert 0 < cost < 10_000  # µs of Locust-process CPU per delivery
+    assert cost == pytest.approx(step["loadgen"]["cpu_seconds"] / step["delivered"] * 1e6)
+    assert f"{cost:.0f} us CPU per delivery" in done.stdout

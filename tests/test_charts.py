@@ -17,7 +17,7 @@ import pytest
 
 import pushserver_charts
 from pushserver_charts.figures import CHARTS, downsample
-from pushserver_charts.layout import MAX_POINTS, SATURATED_LABEL
+from pushserver_charts.layout import INVALID_LABEL, MAX_POINTS, SATURATED_LABEL
 
 SCRIPT = Path(sys.executable).with_name("pushserver-charts")
 CEILING = 1.0
@@ -208,7 +208,10 @@ def test_figures_carry_titles_units_and_one_line_per_file(
     axes = figure.get_axes()
     assert "subscribers" in axes[-1].get_xlabel()
     for ax in axes:
-        assert any(unit in ax.get_ylabel() for unit in ("(ms", "(%)", "(MiB)", "(KiB)", "(count)"))
+        assert any(
+            unit in ax.get_ylabel()
+            for unit in ("(ms", "(%)", "(% of one core)", "(MiB)", "(KiB)", "(count)")
+        )
         ax_lines = [_data_lines(ax, run) for run in pair]
         # As many lines (one per statistic) for each charted file, each file in its own colour.
         assert len({len(lines) for lines in ax_lines[: len(charted)]}) == 1 and ax_lines[0]
@@ -411,3 +414,96 @@ def test_far_ceiling_is_named_instead_of_flattening_the_chart(tmp_path: Path) ->
     ax = CHARTS[0].build([run]).get_axes()[0]
     assert ax.get_ylim()[1] < 100
     assert [t.get_text() for t in ax.texts] == ["ceiling 1000 ms (above this scale)"]
+
+
+def test_invalid_steps_are_shown_as_invalid(tmp_path: Path) -> None:
+    lines = results_lines("stream", [100, 200, 300], seed=5)
+    lines[2]["invalid"] = "3 publish requests failed, first /pub/x: ConnectionRefusedError()"
+    lines[-1] |= {"reason": "invalid", "message": "step 2 invalid"}
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    assert [bool(step.invalid) for step in run.steps] == [False, True, False]
+    worst = CHARTS[0].build([run]).get_axes()[0]
+    marks = [line for line in worst.get_lines() if line.get_label() == INVALID_LABEL]
+    assert [list(line.get_xdata()) for line in marks] == [[200]]
+    plotted = next(line for line in worst.get_lines() if line.get_label() == run.label)
+    assert math.isnan(plotted.get_ydata()[1])  # its latency is not charted as a measurement
+    page = pushserver_charts.build_report([tmp_path / "r.jsonl"], tmp_path).read_text()
+    assert '<tr class="invalid" data-step="2">' in page
+    assert "3 publish requests failed" in page
+
+
+def _verdict_run(
+    tmp_path: Path, reason: str, worst: float, probe_worst: float | None
+) -> pushserver_charts.Run:
+    lines = results_lines("stream", [100, 200, 300, 400], seed=7, probe=probe_worst is not None)
+    last = lines[-2]
+    last["latency"]["e2e"]["worst"] = worst
+    if probe_worst is not None:
+        last["probe"]["e2e"]["worst"] = probe_worst
+    last["server"]["cpu_wait_percent"] = 4.0
+    last["loadgen"] |= {"cpu_percent": 97.0, "cpu_wait_percent": 30.0}
+    lines[-1] |= {"reason": reason}
+    return pushserver_charts.load_results(write_lines(tmp_path / f"{reason}.jsonl", lines))
+
+
+def test_verdict_of_a_ceiling_stopped_run_names_capacity_and_the_load_generator(
+    tmp_path: Path,
+) -> None:
+    run = _verdict_run(tmp_path, "ceiling", 1.5, probe_worst=0.05)
+    assert run.verdict.startswith(
+        "capacity under the 1 s ceiling: 300 subscribers (ceiling passed at step 4, "
+        "400 subscribers); latency set by the load generator"
+    )
+    assert "crowd worst 1,500 ms, probe worst 50 ms" in run.verdict
+    assert "load generator 97 % + 30 % run-queue wait" in run.verdict
+    page = pushserver_charts.build_report([run.path], tmp_path).read_text()
+    headline = page.index('<p class="verdict">')
+    assert headline < page.index("<figure")  # at the top, before the charts
+    assert "300 subscribers (ceiling passed at step 4" in page[headline:]
+
+
+def test_verdict_of_a_capped_run_is_a_lower_bound(tmp_path: Path) -> None:
+    run = _verdict_run(tmp_path, "max", 0.9, probe_worst=0.8)
+    assert run.verdict.startswith(
+        "capacity under the 1 s ceiling: at least 400 subscribers "
+        "(stopped by --max before reaching the ceiling); latency set by the server"
+    )
+    timed = _verdict_run(tmp_path, "time", 0.9, probe_worst=None)
+    assert "at least 400 subscribers (stopped by --max-minutes" in timed.verdict
+    assert "latency set by the load generator (short of CPU, no probe" in timed.verdict
+
+
+def test_verdict_stops_at_an_invalid_step(tmp_path: Path) -> None:
+    lines = results_lines("stream", [100, 200, 300], seed=8)
+    lines[3]["invalid"] = "only 150 of 300 subscribers connected"
+    lines[-1] |= {"reason": "invalid"}
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    assert run.verdict == (
+        "no capacity under the 1 s ceiling: step 3 is invalid (only 150 of 300 subscribers "
+        "connected); at least 200 subscribers held before it"
+    )
+
+
+def test_memory_per_subscriber_is_the_cost_above_the_idle_server(tmp_path: Path) -> None:
+    lines = results_lines("stream", [1000, 2000, 4000], seed=9)
+    lines[0]["server_idle"] = {"rss_bytes": 40 * 1024**2}
+    for line, kib in zip(lines[1:4], (10, 10, 10), strict=True):
+        line["server"]["rss_bytes"] = 40 * 1024**2 + line["subscribers"] * kib * 1024
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    figure = next(spec for spec in CHARTS if spec.name == "resources").build([run])
+    cpu, _, per_sub = figure.get_axes()[:3]
+    assert list(per_sub.get_lines()[0].get_ydata()) == pytest.approx([10, 10, 10])
+    assert cpu.get_ylabel() == "CPU (% of one core)"
+    assert any("90 % of one core" in label for label in _figure_labels(figure)[1])
+    del lines[0]["server_idle"]  # without the header's figure: the fitted intercept
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    assert run.idle_rss == pytest.approx(40 * 1024**2)
+
+
+def test_a_capped_run_is_labelled_a_lower_bound(tmp_path: Path) -> None:
+    lines = results_lines("stream", [100, 200], seed=10)
+    lines[-1] |= {"reason": "max"}
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    worst = CHARTS[0].build([run]).get_axes()[0]
+    labels = [line.get_label() for line in worst.get_lines()]
+    assert f"{run.label} (stopped by --max before reaching the ceiling: a lower bound)" in labels
