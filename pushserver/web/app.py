@@ -47,8 +47,11 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
     front end can read the connection's next request.
     """
     response = await _answer(request, handler)
-    await response.prepare(request)
-    await response.write_eof()
+    try:
+        await response.prepare(request)
+        await response.write_eof()
+    except ConnectionError:
+        return response  # the client left: aiohttp's own finishing notes that quietly
     conduit = request.transport
     if isinstance(conduit, Conduit):
         conduit.answered(bool(response.keep_alive))
