@@ -126,15 +126,6 @@ class Hub:
         await self.broker.follow(names, positions)
         return [self.channels[n] for n in names]
 
-    def adopt(self, channels: Sequence[LocalChannel]) -> list[LocalChannel]:
-        """The current channels for a subscription opened earlier: one dropped meanwhile (an
-        unstarted one whose last subscriber left) is held again, one replaced is swapped."""
-        current = []
-        for ch in channels:
-            now = self.channels.setdefault(ch.name, ch)
-            current.append(now)
-        return current
-
     def release(self, channels: Iterable[LocalChannel]) -> None:
         """A subscription on these channels ended; a channel nobody published to goes with its
         last subscriber, so subscribing leaves no state behind."""

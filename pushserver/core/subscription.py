@@ -16,11 +16,13 @@ from .messages import Event, Gap
 
 
 class Start(NamedTuple):
-    """Where a new subscription starts: its channels, its position in each, and its client."""
+    """Where a new subscription starts: its channels, its position in each, its client, and
+    the events it gets first (its backlog)."""
 
     channels: list[LocalChannel]
     parts: dict[str, str]
     remote: str
+    events: Sequence[Event] = ()
 
 
 class Bound(NamedTuple):
@@ -68,7 +70,7 @@ class Subscription:
     __slots__ = ("channels", "parts", "remote", "single")
 
     def __init__(self, start: Start) -> None:
-        self.channels, self.parts, self.remote = start
+        self.channels, self.parts, self.remote, _ = start
         self.single = self.channels[0] if len(self.channels) == 1 else None
 
     @property

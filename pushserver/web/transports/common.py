@@ -14,7 +14,7 @@ from ...core.errors import InvalidInput, TooMany, Unavailable, draining
 from ...core.messages import Event
 from ...core.names import parse_channels
 from ...core.positions import Position, parse_cursor, restrict
-from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
+from ...core.subscription import Start, StreamSubscriber, Subscription
 from ...core.tokens import verify
 from ...wire.framing import Framing
 from ..front.head import RequestHead
@@ -103,11 +103,13 @@ def subscribe_request(
     return SubscribeRequest(state, kind, channels, positions, history, remote, expires)
 
 
-async def open_channels(sub_req: SubscribeRequest) -> list[LocalChannel]:
-    """The subscription's channels from the broker, its cursor checked against them.
+async def open_channels(sub_req: SubscribeRequest) -> Start:
+    """Where the subscription starts: its channels from the broker, its position in each, and
+    its backlog (in `Start.events`), the cursor checked against them.
 
     Runs before any byte of the response is sent, so a refusal here (bad cursor, broker down)
-    is still a clean JSON error.
+    is still a clean JSON error. The caller passes the start to `begin` without an await in
+    between, so the backlog is still exact then and is computed once per request.
     """
     state = sub_req.state
     hub = state.hub
@@ -118,25 +120,20 @@ async def open_channels(sub_req: SubscribeRequest) -> list[LocalChannel]:
         raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
     channels = await hub.open(sub_req.channels, sub_req.positions)
     try:
-        hub.backlog(channels, sub_req.positions, sub_req.history)
+        events, parts = hub.backlog(channels, sub_req.positions, sub_req.history)
     except InvalidInput:
         hub.release(channels)
         raise
-    return channels
+    return Start(channels, parts, sub_req.remote, events)
 
 
-def begin(
-    sub_req: SubscribeRequest, channels: list[LocalChannel], factory: type[S], *args: object
-) -> tuple[S, list[Event]]:
-    """Build the subscriber and its backlog.
+def begin(start: Start, factory: type[S], *args: object) -> tuple[S, list[Event]]:
+    """Build the subscriber, and hand back its backlog.
 
     Synchronous, and the caller registers the subscriber with the hub before it next awaits, so
     no message can slip between the backlog and live delivery or arrive twice.
     """
-    hub = sub_req.state.hub
-    channels = hub.adopt(channels)
-    events, parts = hub.backlog(channels, sub_req.positions, sub_req.history)
-    return factory(Start(channels, parts, sub_req.remote), *args), events
+    return factory(start, *args), list(start.events)
 
 
 class HeldSubscriber(StreamSubscriber, asyncio.Protocol):

@@ -51,14 +51,14 @@ async def serve_held(
         pad = int_param(head.query, "pad", 0, 0, state.settings.max_pad)
         chunked, plain = framings
         framing = chunked if head.version == "1.1" else plain
-        channels = await open_channels(sub_req)
+        start = await open_channels(sub_req)
         headers = [*HEADERS, ("Content-Type", content_type)]
         transport = conn.open_stream(head, 200, headers, framing.chunked)
         if transport is None:
-            state.hub.release(channels)
+            state.hub.release(start.channels)
             return
         transport.write(framing.chunk(framing.comment(b" " * pad)))
-        sub, events = begin(sub_req, channels, HeldStream, transport, framing, state)
+        sub, events = begin(start, HeldStream, transport, framing, state)
         take_over(transport, sub_req, sub, events)
     finally:
         sub_req.release()

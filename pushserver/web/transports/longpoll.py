@@ -146,12 +146,12 @@ async def handle(conn: FrontProtocol, head: RequestHead) -> None:
             timeout = min(timeout, max(0.0, sub_req.expires - time.time()))
         callback = _callback(query)
         bound = _bound(query, state)
-        channels = await open_channels(sub_req)
+        start = await open_channels(sub_req)
         poll: Poll
         if callback is None and conn.plain(head):
-            poll, events = begin(sub_req, channels, PlainPoll, bound, conn, None, None)
+            poll, events = begin(start, PlainPoll, bound, conn, None, None)
         else:
-            poll, events = begin(sub_req, channels, Poll, bound, conn, head, callback)
+            poll, events = begin(start, Poll, bound, conn, head, callback)
         if events or timeout == 0 or conn.transport.is_closing():
             state.hub.release(poll.channels)  # answered at once (or gone): nothing stays held
             body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)

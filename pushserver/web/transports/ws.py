@@ -98,18 +98,18 @@ class HeldWs(HeldSubscriber):
 async def handle(conn: FrontProtocol, head: RequestHead) -> None:
     sub_req = subscribe_request(conn.front.state, head, conn.remote(head), "ws")
     try:
-        channels = await open_channels(sub_req)  # a bad cursor is refused before the handshake
+        start = await open_channels(sub_req)  # a bad cursor is refused before the handshake
         try:
             key_accept = accept(head)
         except BaseException:
-            sub_req.state.hub.release(channels)
+            sub_req.state.hub.release(start.channels)
             raise
         upgraded = conn.upgrade(head, key_accept)
         if upgraded is None:
-            sub_req.state.hub.release(channels)
+            sub_req.state.hub.release(start.channels)
             return
         transport, rest = upgraded
-        sub, events = begin(sub_req, channels, HeldWs, transport, sub_req.state)
+        sub, events = begin(start, HeldWs, transport, sub_req.state)
         take_over(transport, sub_req, sub, events)
     finally:
         sub_req.release()
