@@ -83,6 +83,11 @@ class HeldWs(HeldSubscriber):
         for chunk in out:
             if chunk:
                 transport.write(chunk)
+            elif transport.can_write_eof():
+                # Half-close, and let the client close: closing with its late bytes unread
+                # would reset the connection, and a reset can destroy the close frame before
+                # the client reads it. `CLOSE_TIMEOUT` still bounds how long this takes.
+                transport.write_eof()
             else:
                 transport.close()
         hub = self.state.hub
