@@ -10,11 +10,10 @@ past `--max-head-bytes`, and refuses a new connection at once while unfinished h
 
 from __future__ import annotations
 
-import http
 from collections import Counter
 from typing import TYPE_CHECKING
 
-import orjson
+from ..core.errors import PushError, TooMany, Unavailable
 
 if TYPE_CHECKING:
     from .state import ServerState
@@ -26,33 +25,23 @@ LINGER = 2.0
 with its request unread would reset the connection and could lose the answer."""
 
 
-def refusal(status: int, code: str, message: str) -> bytes:
-    """A complete JSON error response, for a connection no request was read from."""
-    body = orjson.dumps({"error": code, "message": message})
-    reason = http.HTTPStatus(status).phrase
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n"
-    )
-    return head.encode() + body
-
-
 class HeadGuard:
     """Unfinished heads per client address; the total is the hub's `HEAD` count."""
 
     def __init__(self) -> None:
         self.per_ip: Counter[str] = Counter()
 
-    def full(self, state: ServerState, remote: str) -> tuple[int, str, str] | None:
+    def full(self, state: ServerState, remote: str) -> PushError | None:
         """Why a new connection is refused: unfinished heads already fill a limit."""
         settings, hub = state.settings, state.hub
         if hub.connections[HEAD] >= settings.max_connections:
             hub.stats.limits_hit["max_connections"] += 1
-            return 503, "over_capacity", "too many connections with unfinished requests"
+            return Unavailable("over_capacity", "too many connections with unfinished requests")
         per_ip = settings.max_connections_per_ip
         if per_ip and self.per_ip[remote] >= per_ip:
             hub.stats.limits_hit["max_connections_per_ip"] += 1
-            return 429, "too_many_connections", f"at most {per_ip} connections per client address"
+            message = f"at most {per_ip} connections per client address"
+            return TooMany("too_many_connections", message, retry_after=1)
         return None
 
     def start(self, state: ServerState, remote: str) -> None:

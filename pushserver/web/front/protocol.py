@@ -24,7 +24,7 @@ from ...core.errors import PushError
 from .. import limits
 from ..cors import ALLOW_HEADERS, ALLOW_METHODS, MAX_AGE, Cors
 from ..errors import error_body
-from ..heads import LINGER, refusal
+from ..heads import LINGER
 from ..proxies import client_address
 from . import answer
 from .accesslog import log_request
@@ -144,7 +144,7 @@ class FrontProtocol(asyncio.Protocol):
         refused = state.heads.full(state, self.peer)
         if refused is not None:
             self.state = GONE
-            self.transport.write(refusal(*refused))
+            self._write_closing(*answer.refusal(refused))
             self.transport.write_eof()  # half-closed a while, so the client reads the answer
             self.front.loop.call_later(LINGER, self.transport.close)
             return
@@ -296,9 +296,12 @@ class FrontProtocol(asyncio.Protocol):
         self.state = GONE
         self._head_done()
         code = "too_large" if status in (414, 431) else "bad_request"
-        body = error_body(code, message)
-        self.transport.write(answer.head(status, [answer.JSON], "1.1", False, len(body)) + body)
+        self._write_closing(status, [answer.JSON], error_body(code, message))
         self.transport.close()
+
+    def _write_closing(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        """A whole answer to a request never served, announcing that the connection closes."""
+        self.transport.write(answer.head(status, headers, "1.1", False, len(body)) + body)
 
     # -- requests aiohttp answers ------------------------------------------------------------
 
