@@ -14,7 +14,7 @@ from ...core.errors import InvalidInput, TooMany, Unavailable, draining
 from ...core.messages import Event
 from ...core.names import parse_channels
 from ...core.positions import Position, parse_cursor, restrict
-from ...core.subscription import Start, StreamSubscriber, Subscription
+from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
 from ...core.tokens import verify
 from ...wire.framing import Framing
 from ..front.head import RequestHead
@@ -38,16 +38,24 @@ class SubscribeRequest:
     """When the subscribe token expires (epoch seconds); None without --subscribe-secret."""
     reserved: bool = True
     """Whether this request still holds its connection slot (counted by `subscribe_request`)."""
+    opened: list[LocalChannel] | None = None
+    """The channels `open_channels` opened, until a subscriber takes them over."""
 
     def hand_over(self) -> None:
-        """The slot now belongs to a registered subscriber, which gives it back when it goes."""
+        """The slot and the open channels now belong to a registered subscriber, which gives
+        them back when it goes."""
         self.reserved = False
+        self.opened = None
 
     def release(self) -> None:
-        """Give the slot back unless a subscriber took it; safe to call any number of times."""
+        """Give back the slot and the open channels unless a subscriber took them; safe to call
+        any number of times."""
         if self.reserved:
             self.reserved = False
             self.state.hub.leave(self.kind, self.remote)
+        if self.opened is not None:
+            opened, self.opened = self.opened, None
+            self.state.hub.release(opened)
 
 
 def int_param(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
@@ -69,7 +77,7 @@ def subscribe_request(
 ) -> SubscribeRequest:
     """Parse and check a subscribe request (`/{kind}/{channels}`) from `remote` and reserve its
     connection slot; raises PushError for anything a client must fix. The caller must
-    `release()` the slot in a `finally`."""
+    `release()` it (and the channels it opens) in a `finally`."""
     settings = state.settings
     if state.draining:
         raise draining()
@@ -118,12 +126,8 @@ async def open_channels(sub_req: SubscribeRequest) -> Start:
     if new and len(hub.channels) + new > limit:
         hub.stats.limits_hit["max_channels"] += 1
         raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
-    channels = await hub.open(sub_req.channels, sub_req.positions)
-    try:
-        events, parts = hub.backlog(channels, sub_req.positions, sub_req.history)
-    except InvalidInput:
-        hub.release(channels)
-        raise
+    channels = sub_req.opened = await hub.open(sub_req.channels, sub_req.positions)
+    events, parts = hub.backlog(channels, sub_req.positions, sub_req.history)
     return Start(channels, parts, sub_req.remote, events)
 
 

@@ -55,7 +55,6 @@ async def serve_held(
         headers = [*HEADERS, ("Content-Type", content_type)]
         transport = conn.open_stream(head, 200, headers, framing.chunked)
         if transport is None:
-            state.hub.release(start.channels)
             return
         transport.write(framing.chunk(framing.comment(b" " * pad)))
         sub, events = begin(start, HeldStream, transport, framing, state)

@@ -153,11 +153,10 @@ async def handle(conn: FrontProtocol, head: RequestHead) -> None:
         else:
             poll, events = begin(start, Poll, bound, conn, head, callback)
         if events or timeout == 0 or conn.transport.is_closing():
-            state.hub.release(poll.channels)  # answered at once (or gone): nothing stays held
             body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
             conn.reply(head, 200, *poll.content(body))
         else:
-            sub_req.hand_over()  # to the held poll, which gives the slot back when it is done
+            sub_req.hand_over()  # to the held poll, which gives slot and channels back when done
             poll.hold(timeout)
     finally:
         sub_req.release()

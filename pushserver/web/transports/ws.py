@@ -104,14 +104,8 @@ async def handle(conn: FrontProtocol, head: RequestHead) -> None:
     sub_req = subscribe_request(conn.front.state, head, conn.remote(head), "ws")
     try:
         start = await open_channels(sub_req)  # a bad cursor is refused before the handshake
-        try:
-            key_accept = accept(head)
-        except BaseException:
-            sub_req.state.hub.release(start.channels)
-            raise
-        upgraded = conn.upgrade(head, key_accept)
+        upgraded = conn.upgrade(head, accept(head))
         if upgraded is None:
-            sub_req.state.hub.release(start.channels)
             return
         transport, rest = upgraded
         sub, events = begin(start, HeldWs, transport, sub_req.state)
