@@ -145,18 +145,21 @@ class Hub:
         ch = self.channels.get(name)
         return None if ch is None else Position(ch.epoch, ch.last_id)
 
-    def load(self, name: str, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
+    def _hold(self, name: str, epoch: str, last_id: int) -> LocalChannel:
+        """A channel held here from now on, in an epoch of the broker's current generation."""
         ch = self.channels[name] = Channel(name, epoch, self.history_size, last_id)
         ch.born = self.broker.unstarted
+        return ch
+
+    def load(self, name: str, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
+        ch = self._hold(name, epoch, last_id)
         ch.history.extend(m for m in messages if m.id <= last_id)
         ch.expire(self.history_ttl)
 
     def append(self, message: Message) -> None:
         ch = self.channels.get(message.channel)
         if ch is None:  # dropped by the idle sweep meanwhile; nobody is held on it
-            ch = Channel(message.channel, message.epoch, self.history_size, message.id - 1)
-            ch.born = self.broker.unstarted
-            self.channels[message.channel] = ch
+            ch = self._hold(message.channel, message.epoch, message.id - 1)
         if ch.epoch != message.epoch:  # an unstarted channel's first message gives it its epoch
             ch.epoch, ch.born = message.epoch, self.broker.unstarted
         ch.last_id = message.id
