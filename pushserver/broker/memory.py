@@ -67,8 +67,12 @@ class MemoryBroker(Reporting):
         return out
 
     async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
+        self.follow_now(names, positions)
+
+    def follow_now(self, names: Sequence[str], positions: Mapping[str, Position]) -> bool:
         for name in names:
             self._state(name)
+        return True
 
     def following(self, name: str) -> bool:
         return False

@@ -89,6 +89,10 @@ class Broker(Protocol):
         Raises `Unavailable` when the broker cannot be reached.
         """
 
+    def follow_now(self, names: Sequence[str], positions: Mapping[str, Position]) -> bool:
+        """`follow` when it needs no wait (the channels are at hand and current): True then;
+        False when the caller must await `follow`. Lets a re-poll skip a task."""
+
     def following(self, name: str) -> bool:
         """Whether the broker keeps `name` in the sink (the hub's idle sweep leaves it)."""
 

@@ -89,6 +89,8 @@ class Channel(Generic[S, W]):
         Only messages already fanned out count, so a pending one reaches the subscriber once,
         by the next flush; the subscriber's position after these events is `sent_position`.
         """
+        if position is not None and position == (self.epoch, self.sent_id):
+            return []  # caught up: the usual re-poll, without a pass over the history
         sent = [m for m in self.history if m.id <= self.sent_id]
         if position is None:
             return list(sent[len(sent) - history :]) if history > 0 else []

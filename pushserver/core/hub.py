@@ -126,6 +126,14 @@ class Hub:
         await self.broker.follow(names, positions)
         return [self.channels[n] for n in names]
 
+    def open_now(
+        self, names: Sequence[str], positions: Mapping[str, Position]
+    ) -> list[LocalChannel] | None:
+        """`open` when the broker needs no wait for it (the usual re-poll); None otherwise."""
+        if not self.broker.follow_now(names, positions):
+            return None
+        return [self.channels[n] for n in names]
+
     def release(self, channels: Iterable[LocalChannel]) -> None:
         """A subscription on these channels ended; a channel nobody published to goes with its
         last subscriber, so subscribing leaves no state behind."""
@@ -378,9 +386,15 @@ class Hub:
     # -- subscribers -------------------------------------------------------------------------
 
     def backlog(
-        self, channels: list[LocalChannel], positions: dict[str, Position], history: int
+        self, channels: list[LocalChannel], positions: Mapping[str, Position], history: int
     ) -> tuple[list[Event], dict[str, str]]:
-        """Events a new subscription gets first, and its starting position per channel."""
+        """Events a new subscription gets first, and its starting position per channel.
+
+        A cursor from another node may be past what this one has flushed yet: the pending
+        messages go out first, so the fan-out cannot hand the new subscriber what it has had.
+        """
+        if any(_ahead(ch, positions.get(ch.name)) for ch in channels):
+            self._flush()
         events: list[Event] = []
         parts: dict[str, str] = {}
         for ch in channels:
@@ -461,7 +475,7 @@ class Hub:
     @property
     def connection_total(self) -> int:
         """Held subscribers (connections still sending a request head are counted apart)."""
-        return sum(self.connections[t] for t in TRANSPORTS)
+        return sum(map(self.connections.__getitem__, TRANSPORTS))
 
     # -- keepalive and shutdown --------------------------------------------------------------
 
@@ -495,3 +509,13 @@ class Hub:
         assert self._all_gone is not None
         if not self.streams and not self.waiters and not self._all_gone.done():
             self._all_gone.set_result(None)
+
+
+def _ahead(ch: LocalChannel, position: Position | None) -> bool:
+    """Whether `position` is past what `ch` has fanned out (by messages still pending)."""
+    return (
+        position is not None
+        and bool(ch.pending)
+        and position.epoch == ch.epoch
+        and position.id > ch.sent_id
+    )

@@ -279,3 +279,18 @@ async def test_connection_counts_per_address_go_back_to_nothing(hub):
     hub.leave("sse", "10.0.0.1")
     hub.leave("ws", "10.0.0.1")
     assert hub.connection_total == 0 and "10.0.0.1" not in hub.per_ip
+
+
+async def test_a_cursor_past_the_pending_flush_gets_nothing_twice(hub):
+    """A re-poll landing on a node that has a message (from the shared broker) not yet flushed,
+    with a cursor (from another node) already past it: the message goes out first."""
+    await hub.open(["a"], {})
+    hub.append(Message("a", "E1", 1, time.time(), b'"one"'))  # pending: flushed at loop's turn
+    late = await waiter(hub, ["a"])  # joined before the message: must get it
+    ahead = FakeWaiter(await start(hub, ["a"], {"a": Position("E1", 1)}))
+    hub.add_waiter(ahead)
+    await asyncio.sleep(0)
+    assert ahead.answers == [] and hub.channels["a"].sent_id == 1
+    assert [m["id"] for m in orjson.loads(late.answers[0])["messages"]] == [1]
+    await hub.publish([("a", b'"two"')])
+    assert [m["id"] for m in orjson.loads(ahead.answers[0])["messages"]] == [2]

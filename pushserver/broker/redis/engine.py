@@ -208,6 +208,10 @@ class RedisBroker(Reporting):
             if not rec.order.loaded:
                 raise _down()
 
+    def follow_now(self, names: Sequence[str], positions: Mapping[str, Position]) -> bool:
+        records = [self._listen(name) for name in names]
+        return all(r.order.loaded and not self._behind(r, positions) for r in records)
+
     def following(self, name: str) -> bool:
         return name in self.records
 

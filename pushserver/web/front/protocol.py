@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ...core.errors import PushError
 from .. import limits
@@ -31,6 +31,7 @@ from .accesslog import log_request
 from .conduit import Conduit
 from .handshake import HandshakeError
 from .head import HEAD_END, HeadError, HeadParser, RequestHead
+from .repeat import Again, Repeat, Repeats
 
 if TYPE_CHECKING:
     from ..state import ServerState
@@ -41,7 +42,8 @@ HEAD, BUSY, FORWARD, PIPE, GONE = range(5)
 """Reading a head; serving a subscribe request; aiohttp answering one request (`body_left`
 bytes of it still to pass on); aiohttp owning the connection for good; given away or closed."""
 
-Handler = Callable[["FrontProtocol", RequestHead], Awaitable[None]]
+Handler = Callable[["FrontProtocol", RequestHead], Awaitable[None] | None]
+"""Serves a subscribe request; what it returns (if anything) is awaited in a task."""
 
 
 class Expiring(Protocol):
@@ -76,6 +78,7 @@ class Front:
         self.trusted = settings.trusted_networks
         self.access_log = settings.access_log
         self.connections: set[FrontProtocol] = set()
+        self.repeats = Repeats()
 
     def route(self, path: str) -> Handler | None:
         """The subscribe handler for `path` (`/{kind}/{channels}`), or None for aiohttp."""
@@ -105,9 +108,12 @@ class FrontProtocol(asyncio.Protocol):
         "front",
         "http",
         "http_done",
+        "looping",
         "paused",
         "peer",
         "poll",
+        "raw",
+        "repeat",
         "state",
         "task",
         "timer",
@@ -125,6 +131,7 @@ class FrontProtocol(asyncio.Protocol):
         self.body_left = 0
         self.http_done = False
         self.paused = False
+        self.looping = False
         self.poll: Expiring | None = None
         """A long-poll held on this connection."""
         self.task: asyncio.Task[None] | None = None
@@ -133,6 +140,10 @@ class FrontProtocol(asyncio.Protocol):
         self.peer = "-"
         self.counted = False
         """Whether this connection counts as one receiving a head (`heads.HeadGuard`)."""
+        self.raw = b""
+        """The head being served, while its handler runs (for `remember`)."""
+        self.repeat: Repeat | None = None
+        """The last head a handler asked to `remember`."""
 
     # -- the transport's callbacks ----------------------------------------------------------
 
@@ -207,25 +218,47 @@ class FrontProtocol(asyncio.Protocol):
     # -- reading heads -----------------------------------------------------------------------
 
     def _next(self) -> None:
-        """Serve the requests in the buffer, one at a time, while the connection reads heads."""
+        """Serve the requests in the buffer, one at a time, while the connection reads heads.
+
+        A request answered without leaving the event loop comes back here through `finish`;
+        the loop takes the next one, so pipelined requests do not nest calls."""
+        if self.looping:
+            return
+        self.looping = True
+        try:
+            self._serve_buffer()
+        finally:
+            self.looping = False
+
+    def _serve_buffer(self) -> None:
         front = self.front
         while self.state == HEAD:
             buf = self.buffer
             if buf.startswith(b"\r\n"):  # tolerated between requests, as aiohttp does
                 buf = self.buffer = buf.lstrip(b"\r\n")
-            if buf:
-                self._head_started()
             end = buf.find(HEAD_END)
             size = end + len(HEAD_END)
             if end < 0 and len(buf) <= front.head_limit:
+                if buf:  # a head begun; one read whole is served before anyone can count it
+                    self._head_started()
                 self._resume()
                 return
             if end < 0 or size > front.head_limit:
                 front.state.hub.stats.limits_hit["max_head_bytes"] += 1
                 self._refuse(431, f"request head larger than {front.head_limit} bytes")
                 return
+            raw = buf[:size]
+            repeat = self.repeat
+            value = None if repeat is None else repeat.value(raw)
+            if repeat is not None and value is not None:
+                self._head_done()
+                self.buffer = buf[size:]
+                self._detach_http()
+                self.state = BUSY
+                self._get(repeat.parsed.head, repeat.parsed.again, value)
+                continue
             try:
-                head = front.heads.parse(buf[:size])
+                head = front.heads.parse(raw)
             except HeadError as exc:
                 self._refuse(exc.status, exc.message)
                 return
@@ -240,7 +273,11 @@ class FrontProtocol(asyncio.Protocol):
                 self._refuse(400, "a subscribe request has no body")
                 return
             self.state = BUSY
-            self._serve(handler, head)
+            self.raw = raw
+            try:
+                self._serve(handler, head)
+            finally:
+                self.raw = b""
 
     def _head_started(self) -> None:
         if not self.counted and self.state == HEAD:
@@ -359,7 +396,7 @@ class FrontProtocol(asyncio.Protocol):
     def _serve(self, handler: Handler, head: RequestHead) -> None:
         method = head.method
         if method == "GET":
-            self.task = self.front.loop.create_task(self._run(handler, head))
+            self._get(head, handler, head)
             return
         cors = self.front.cors
         if method == "OPTIONS" and cors and "access-control-request-method" in head.headers:
@@ -375,33 +412,57 @@ class FrontProtocol(asyncio.Protocol):
         body = error_body("method_not_allowed", "Method Not Allowed")
         self.reply(head, 405, [answer.JSON, ("Allow", "GET")], body)
 
-    async def _run(self, handler: Handler, head: RequestHead) -> None:
-        me = self.task
-        refusal = None
+    def _get(
+        self,
+        head: RequestHead,
+        serve: Callable[[FrontProtocol, Any], Awaitable[None] | None],
+        arg: object,
+    ) -> None:
+        """Serve a GET with `serve(self, arg)`; what it returns is awaited in a task."""
         try:
-            await handler(self, head)
-        except PushError as exc:
+            rest = serve(self, arg)
+        except Exception as exc:
+            self._failed(head, exc)
+            return
+        if rest is not None:
+            self.task = self.front.loop.create_task(self._run(rest, head))
+
+    def remember(self, head: RequestHead, name: str, parsed: Again) -> None:
+        """Serve the next head that is this one (being served) but for query parameter `name`
+        with `parsed.again`, without parsing it (unless access-logged: its line needs the
+        target as sent)."""
+        if self.raw and not self.front.access_log:
+            self.repeat = self.front.repeats.find(self.raw, head, name, parsed)
+
+    async def _run(self, rest: Awaitable[None], head: RequestHead) -> None:
+        me = self.task
+        try:
+            await rest
+        except Exception as exc:
+            self._failed(head, exc)
+        if self.task is me:
+            self.task = None
+
+    def _failed(self, head: RequestHead, exc: Exception) -> None:
+        """A subscribe request that raised: refused with its JSON error (500 if unexpected)."""
+        if isinstance(exc, PushError):
             limits.count(self.front.state, exc)
             refusal = answer.refusal(exc)
             if isinstance(exc, HandshakeError):
                 refusal[1].extend(exc.headers.items())
-        except Exception:
-            log.exception("unhandled error on %s %s", head.method, head.path)
+        else:
+            log.error("unhandled error on %s %s", head.method, head.path, exc_info=exc)
             refusal = 500, [answer.JSON], error_body("internal", "internal server error")
-        if self.task is me:
-            self.task = None
-        if refusal is not None:
-            self.reply(head, *refusal)
+        self.reply(head, *refusal)
 
     def remote(self, head: RequestHead) -> str:
         """The client's address (from `X-Forwarded-For` when the peer is a trusted proxy)."""
-        peer = self.transport.get_extra_info("peername")
-        host = peer[0] if isinstance(peer, tuple | list) else None
         trusted = self.front.trusted
-        if trusted:
-            forwarded = head.headers.get("x-forwarded-for")
-            host = client_address(host, [forwarded] if forwarded else [], trusted)
-        return host or "-"
+        if not trusted:
+            return self.peer
+        forwarded = head.headers.get("x-forwarded-for")
+        host = None if self.peer == "-" else self.peer
+        return client_address(host, [forwarded] if forwarded else [], trusted) or "-"
 
     def _cors(self, head: RequestHead) -> list[tuple[str, str]]:
         cors = self.front.cors

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
+import time
 from collections import deque
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TypeVar
 
 from ...core.errors import InvalidInput, TooMany, Unavailable, draining
@@ -31,7 +34,7 @@ class SubscribeRequest:
     state: ServerState
     kind: str
     channels: tuple[str, ...]
-    positions: dict[str, Position]
+    positions: Mapping[str, Position]
     history: int
     remote: str
     expires: float | None
@@ -72,26 +75,62 @@ def int_param(query: Mapping[str, str], name: str, default: int, low: int, high:
     return value
 
 
+@dataclasses.dataclass(slots=True, frozen=True, eq=False)
+class Subscribe:
+    """What a subscribe head asks for, but its cursor and its client."""
+
+    kind: str
+    channels: tuple[str, ...]
+    history: int
+    expires: float | None
+    """When the subscribe token expires (epoch seconds); None without --subscribe-secret."""
+
+    def fresh(self) -> bool:
+        """Whether the token (if any) is still good a second from now: a head parsed earlier
+        may be used again without checking its token once more."""
+        return self.expires is None or self.expires > time.time() + 1
+
+
 def subscribe_request(
     state: ServerState, head: RequestHead, remote: str, kind: str, cursor: str | None = None
 ) -> SubscribeRequest:
     """Parse and check a subscribe request (`/{kind}/{channels}`) from `remote` and reserve its
     connection slot; raises PushError for anything a client must fix. The caller must
     `release()` it (and the channels it opens) in a `finally`."""
-    settings = state.settings
     if state.draining:
         raise draining()
+    parsed = parse_subscribe(state, head, kind)
+    return reserve(
+        state, parsed, head.query.get("cursor", "") if cursor is None else cursor, remote
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _positions(cursor: str, channels: tuple[str, ...]) -> Mapping[str, Position]:
+    """The cursor's positions for these channels; shared by every request with the same
+    cursor (the re-polls after one fan-out), so read only."""
+    return MappingProxyType(restrict(parse_cursor(cursor), channels))
+
+
+def parse_subscribe(state: ServerState, head: RequestHead, kind: str) -> Subscribe:
+    """The subscription a head asks for (channels, history, token); raises PushError."""
+    settings = state.settings
     channels = parse_channels(head.path.rpartition("/")[2], settings.max_channels_per_subscription)
-    query = head.query
-    if cursor is None:
-        cursor = query.get("cursor", "")
-    positions = restrict(parse_cursor(cursor), channels)
-    history = int_param(query, "history", 0, 0, settings.history_size)
+    history = int_param(head.query, "history", 0, 0, settings.history_size)
     expires = None
     if settings.subscribe_secret:
         expires = verify(
-            query.get("token"), settings.subscribe_secret, channels, settings.token_audience
+            head.query.get("token"), settings.subscribe_secret, channels, settings.token_audience
         )
+    return Subscribe(kind, channels, history, expires)
+
+
+def reserve(state: ServerState, parsed: Subscribe, cursor: str, remote: str) -> SubscribeRequest:
+    """Check `cursor` and the connection limits and reserve the connection slot."""
+    if state.draining:
+        raise draining()
+    positions = _positions(cursor, parsed.channels)
+    settings = state.settings
     hub = state.hub
     # Connections still sending their heads are bounded on their own when accepted
     # (`heads.HeadGuard`); counting them here would refuse a subscriber for a mere admin request
@@ -107,13 +146,17 @@ def subscribe_request(
         raise TooMany(
             "too_many_connections", f"at most {per_ip} held connections per client address"
         )
+    kind, channels = parsed.kind, parsed.channels
     hub.enter(kind, remote)  # reserved before any await, so concurrent requests see it
-    return SubscribeRequest(state, kind, channels, positions, history, remote, expires)
+    return SubscribeRequest(
+        state, kind, channels, positions, parsed.history, remote, parsed.expires
+    )
 
 
-async def open_channels(sub_req: SubscribeRequest) -> Start:
+def open_now(sub_req: SubscribeRequest) -> Start | None:
     """Where the subscription starts: its channels from the broker, its position in each, and
-    its backlog (in `Start.events`), the cursor checked against them.
+    its backlog (in `Start.events`), the cursor checked against them; None when the broker must
+    be waited for (then `open_channels`).
 
     Runs before any byte of the response is sent, so a refusal here (bad cursor, broker down)
     is still a clean JSON error. The caller passes the start to `begin` without an await in
@@ -126,8 +169,22 @@ async def open_channels(sub_req: SubscribeRequest) -> Start:
     if new and len(hub.channels) + new > limit:
         hub.stats.limits_hit["max_channels"] += 1
         raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
-    channels = sub_req.opened = await hub.open(sub_req.channels, sub_req.positions)
-    events, parts = hub.backlog(channels, sub_req.positions, sub_req.history)
+    channels = hub.open_now(sub_req.channels, sub_req.positions)
+    return None if channels is None else _start(sub_req, channels)
+
+
+async def open_channels(sub_req: SubscribeRequest) -> Start:
+    """`open_now`, waiting for the broker when it must."""
+    start = open_now(sub_req)
+    if start is not None:
+        return start
+    channels = await sub_req.state.hub.open(sub_req.channels, sub_req.positions)
+    return _start(sub_req, channels)
+
+
+def _start(sub_req: SubscribeRequest, channels: list[LocalChannel]) -> Start:
+    sub_req.opened = channels
+    events, parts = sub_req.state.hub.backlog(channels, sub_req.positions, sub_req.history)
     return Start(channels, parts, sub_req.remote, events)
 
 

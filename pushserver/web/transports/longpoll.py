@@ -8,18 +8,28 @@ a kept-alive connection reads its next request on the same protocol."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING
 
-from ...core.errors import InvalidInput
+from ...core.errors import InvalidInput, draining
 from ...core.subscription import Bound, Start, Waiter
 from ...wire.framing import longpoll_body
 from ..front.answer import JSON, NO_CACHE, json_answer
 from ..front.head import RequestHead
 from ..state import ServerState
-from .common import begin, int_param, open_channels, subscribe_request
+from .common import (
+    Subscribe,
+    SubscribeRequest,
+    begin,
+    int_param,
+    open_channels,
+    open_now,
+    parse_subscribe,
+    reserve,
+)
 
 if TYPE_CHECKING:
     from ..front.protocol import FrontProtocol
@@ -136,27 +146,81 @@ class PlainPoll(Poll):
             self._later()
 
 
-async def handle(conn: FrontProtocol, head: RequestHead) -> None:
+def handle(conn: FrontProtocol, head: RequestHead) -> Awaitable[None] | None:
+    """Answer or hold the poll at once when the broker has its channels at hand (no task);
+    else return what finishes it once the broker has been waited for."""
     state = conn.front.state
-    sub_req = subscribe_request(state, head, conn.remote(head), "longpoll")
-    try:
+    if state.draining:
+        raise draining()
+    poll = PollRequest.parse(state, head)
+    conn.remember(head, "cursor", poll)
+    return poll.serve(conn, head.query.get("cursor", ""))
+
+
+@dataclasses.dataclass(slots=True, frozen=True, eq=False)
+class PollRequest:
+    """A poll's head, parsed, but for its cursor: the same for every re-poll of a client, so
+    the front end serves those from it (`again`)."""
+
+    head: RequestHead
+    subscribe: Subscribe
+    timeout: float
+    callback: str | None
+    bound: Bound
+
+    @classmethod
+    def parse(cls, state: ServerState, head: RequestHead) -> PollRequest:
         query = head.query
-        timeout = _timeout(query, state.settings.default_timeout, state.settings.max_timeout)
+        settings = state.settings
+        return cls(
+            head,
+            parse_subscribe(state, head, "longpoll"),
+            _timeout(query, settings.default_timeout, settings.max_timeout),
+            _callback(query),
+            _bound(query, state),
+        )
+
+    def again(self, conn: FrontProtocol, cursor: str) -> Awaitable[None] | None:
+        """Serve this head again with `cursor` (its token checked again when near expiry)."""
+        if self.subscribe.fresh():
+            return self.serve(conn, cursor)
+        return PollRequest.parse(conn.front.state, self.head).serve(conn, cursor)
+
+    def serve(self, conn: FrontProtocol, cursor: str) -> Awaitable[None] | None:
+        state = conn.front.state
+        sub_req = reserve(state, self.subscribe, cursor, conn.remote(self.head))
+        waiting = False
+        try:
+            start = open_now(sub_req)
+            if start is None:
+                waiting = True
+                return self._after_open(conn, sub_req)
+            self._go(conn, sub_req, start)
+            return None
+        finally:
+            if not waiting:
+                sub_req.release()
+
+    async def _after_open(self, conn: FrontProtocol, sub_req: SubscribeRequest) -> None:
+        try:
+            self._go(conn, sub_req, await open_channels(sub_req))
+        finally:
+            sub_req.release()
+
+    def _go(self, conn: FrontProtocol, sub_req: SubscribeRequest, start: Start) -> None:
+        """Answer with the backlog (or at once for `?timeout=0`), else hold."""
+        head = self.head
+        timeout = self.timeout
         if sub_req.expires is not None:  # answered, with its cursor, when its token expires
             timeout = min(timeout, max(0.0, sub_req.expires - time.time()))
-        callback = _callback(query)
-        bound = _bound(query, state)
-        start = await open_channels(sub_req)
         poll: Poll
-        if callback is None and conn.plain(head):
-            poll, events = begin(start, PlainPoll, bound, conn, None, None)
+        if self.callback is None and conn.plain(head):
+            poll, events = begin(start, PlainPoll, self.bound, conn, None, None)
         else:
-            poll, events = begin(start, Poll, bound, conn, head, callback)
+            poll, events = begin(start, Poll, self.bound, conn, head, self.callback)
         if events or timeout == 0 or conn.transport.is_closing():
             body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
             conn.reply(head, 200, *poll.content(body))
         else:
-            sub_req.hand_over()  # to the held poll, which gives slot and channels back when done
+            sub_req.hand_over()  # to the held poll, which gives slot and channels back
             poll.hold(timeout)
-    finally:
-        sub_req.release()

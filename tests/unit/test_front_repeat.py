@@ -1,0 +1,78 @@
+"""`Repeats`: a head seen before, but for its cursor, is recognised by its bytes."""
+
+from __future__ import annotations
+
+from pushserver.web.front.head import HeadParser, RequestHead
+from pushserver.web.front.repeat import MAX_REPEATS, Repeats
+
+
+class Parsed:
+    def __init__(self, head: RequestHead) -> None:
+        self.head = head
+
+    def again(self, conn: object, value: str) -> None:
+        return None
+
+
+def head(target: str, extra: str = "") -> tuple[bytes, RequestHead]:
+    raw = f"GET {target} HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode()
+    return raw, HeadParser(8190, 8190, 100).parse(raw)
+
+
+def found(target: str) -> object:
+    raw, parsed = head(target)
+    return Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+
+
+def test_the_same_head_with_another_cursor_gives_that_cursor():
+    raw, parsed = head("/lp/news?timeout=30&cursor=news:e1:4&limit=5")
+    repeat = Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    assert repeat.value(raw) == "news:e1:4"
+    assert repeat.value(head("/lp/news?timeout=30&cursor=news:e1:12345&limit=5")[0]) == (
+        "news:e1:12345"
+    )
+    assert repeat.value(head("/lp/news?timeout=30&cursor=&limit=5")[0]) == ""
+
+
+def test_any_other_difference_is_not_a_repeat():
+    raw, parsed = head("/lp/news?cursor=news:e1:4")
+    repeat = Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    for other in [
+        head("/lp/news?cursor=news:e1:5&x=1")[0],
+        head("/lp/news?cursor=news:e1:5", "Origin: o\r\n")[0],
+        head("/lp/other?cursor=news:e1:5")[0],
+        head("/lp/news?cursor=news%3Ae1%3A5")[0],  # decoded by a parser: parsed again
+        head("/lp/news?cursor=a+b")[0],
+        head("/lp/news?cursor=a&cursor=b")[0],
+        head("/lp/news?cursor=news:e1:5")[0][:-2],
+    ]:
+        assert repeat.value(other) is None
+
+
+def test_heads_whose_cursor_bytes_are_not_its_value_are_not_remembered():
+    assert found("/lp/news?timeout=5") is None  # no cursor
+    assert found("/lp/news?cursor=news%3Ae1%3A4") is None
+    assert found("/lp/news?cursor=a+b") is None
+    assert found("/lp/news?xcursor=1") is None
+    assert found("/lp/news?xcursor=1&cursor=news:e1:4") is not None
+
+
+def test_the_first_cursor_parameter_is_the_one_that_varies():
+    raw, parsed = head("/lp/news?cursor=news:e1:4&cursor=zzz")
+    repeat = Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    assert repeat.value(head("/lp/news?cursor=news:e1:9&cursor=zzz")[0]) == "news:e1:9"
+
+
+def test_connections_sending_the_same_bytes_share_one_repeat_and_the_table_is_bounded():
+    repeats = Repeats()
+    raw, parsed = head("/lp/news?cursor=news:e1:4")
+    first = repeats.find(raw, parsed, "cursor", Parsed(parsed))
+    raw2, parsed2 = head("/lp/news?cursor=news:e1:7")
+    assert repeats.find(raw2, parsed2, "cursor", Parsed(parsed2)) is first
+    for n in range(MAX_REPEATS + 10):
+        raw, parsed = head(f"/lp/c{n}?cursor=c{n}:e:1")
+        repeats.find(raw, parsed, "cursor", Parsed(parsed))
+    assert len(repeats.table) <= MAX_REPEATS
