@@ -82,3 +82,19 @@ async def test_a_call_carries_at_most_max_items_but_never_splits_a_submit() -> N
     results = [await task for task in tasks]
     assert [len(r) for r in results] == sizes
     assert [len(b) for b in calls.batches] == [MAX_ITEMS - 1, 2, MAX_ITEMS + 5, 1]
+
+
+async def test_a_cancelled_call_cancels_its_submitters_and_those_waiting() -> None:
+    calls = Calls(fail=asyncio.CancelledError())
+    coalescer = Coalescer(calls)
+    first = asyncio.create_task(coalescer.submit([1]))
+    await calls.started.wait()
+    calls.started.clear()
+    waiting = asyncio.create_task(coalescer.submit([2]))
+    calls.release.set()
+    for task in (first, waiting):
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    calls.fail = None
+    assert await coalescer.submit([3]) == [30]
+    assert calls.batches == [[1], [3]]

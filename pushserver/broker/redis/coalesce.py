@@ -46,6 +46,9 @@ class Coalescer(Generic[T, R]):
                 await self._run(self._take())
         finally:
             self._running = None
+            waiting, self._waiting = self._waiting, []  # left only when the call was cancelled
+            for _, future in waiting:
+                future.cancel()
 
     def _take(self) -> list[tuple[Sequence[T], asyncio.Future[list[R]]]]:
         taken, count = 0, 0
@@ -60,6 +63,10 @@ class Coalescer(Generic[T, R]):
     async def _run(self, batch: list[tuple[Sequence[T], asyncio.Future[list[R]]]]) -> None:
         try:
             results = await self._call([item for items, _ in batch for item in items])
+        except asyncio.CancelledError:
+            for _, future in batch:
+                future.cancel()
+            raise
         except Exception as exc:
             for _, future in batch:
                 if not future.done():
