@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .client import TRANSPORTS, Publisher, Tally, subscribe_many, wait_subscribed
+from .client import TRANSPORTS, Publisher, Tally, subscribe_many, wait_held, wait_subscribed
 from .context import Bench, channel
 from .machine import CpuMeter
 from .stats import summary_ms
@@ -13,17 +13,26 @@ from .table import Table
 
 
 async def pingpong(
-    url: str, transport: str, subscribers: int, messages: int, publish_url: str = ""
+    url: str,
+    transport: str,
+    subscribers: int,
+    messages: int,
+    publish_url: str = "",
+    workers: int = 1,
 ) -> dict[str, Any]:
     """Publish `messages` one by one to `subscribers` subscribers of one channel, in process;
-    through `publish_url` when given (another node), else through `url`."""
+    through `publish_url` when given (another node), else through `url`, which `workers`
+    server processes share."""
     name = channel("lat")
     tally = Tally(parse=True)
     meter = CpuMeter(url)
     subs = await subscribe_many(url, transport, [name] * subscribers, tally, messages)
     publisher = await Publisher.open(publish_url or url)
     try:
-        await wait_subscribed(url, name, subscribers)
+        if workers > 1:  # each worker counts only its own subscribers
+            await wait_held(url, transport, subscribers, workers)
+        else:
+            await wait_subscribed(url, name, subscribers)
         await meter.start()
         for i in range(1, messages + 1):
             await publisher.one(name)

@@ -47,13 +47,14 @@ def test_quick_run_prints_every_table_and_loses_nothing(tmp_path: Path) -> None:
     assert {row[3] for row in budgets["rows"]} - {""} == {"n/a (quick)"}
     assert "cannot meet them" in proc.stdout and " NO " not in proc.stdout
     scaleout = by_title["Redis scale-out"]
-    assert [row[1] for row in scaleout["rows"]] == [
-        "memory broker, one node",
-        "Redis, same node",
-        "Redis, node A → node B",
-        "memory broker, 1 process",
-        "Redis broker, 1 process",
-        "Redis broker, --workers 2",
+    servers = ["memory broker, 1 process", "Redis broker, 1 process", "Redis broker, --workers 2"]
+    assert [row[:2] for row in scaleout["rows"]] == [
+        ["latency 1→1", "memory broker, one node"],
+        ["latency 1→1", "Redis, same node"],
+        ["latency 1→1", "Redis, node A → node B"],
+        ["latency 1→1", "Redis, --workers 2"],
+        *(["stream fan-out", server] for server in servers),
+        *(["per-request fan-out", server] for server in servers),
     ]
 
 

@@ -31,6 +31,7 @@ from ...core.messages import Message
 from ...core.positions import Position, unstarted
 from ..ordering import Sequencer
 from ..sinks import Reporting
+from .coalesce import Coalescer
 from .link import BATCH, CLOSE_TIMEOUT, DOWN_ERRORS, Link
 from .scripts import (
     GENERATION_KEY,
@@ -39,6 +40,7 @@ from .scripts import (
     history_key,
     idempotency_key,
     meta_key,
+    notification,
     topic_prefix,
 )
 
@@ -103,6 +105,7 @@ class RedisBroker(Reporting):
         self.client = Redis(connection_pool=pool)
         self.topic_prefix = topic_prefix(pool.connection_kwargs.get("db", 0))
         self._publish = self.client.register_script(PUBLISH_LUA)
+        self._publishing: Coalescer[Item, list[Any]] = Coalescer(self._run_publish)
         self._sync = self.client.register_script(SYNC_LUA)
         self.records: dict[str, Listen] = {}
         self.by_topic: dict[bytes, Listen] = {}
@@ -157,20 +160,8 @@ class RedisBroker(Reporting):
     async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
         if not self.link.up:
             raise _down()
-        keys: list[str] = []
-        args: list[Any] = [
-            secrets.token_hex(5),
-            self.history_size,
-            self.history_ms,
-            self.meta_ms,
-            repr(time.time()),
-            self.topic_prefix,
-        ]
-        for name, data, key in items:
-            keys += (meta_key(name), history_key(name), idempotency_key(name, key or ""))
-            args += (name, data, key or "")
         try:
-            assigned = await self._publish(keys=keys, args=args)
+            assigned = await self._publishing.submit(items)
         except DOWN_ERRORS as exc:
             # The script may have run before the reply was lost: only a retry with the same
             # key can tell, so this is never answered as "not published".
@@ -187,6 +178,23 @@ class RedisBroker(Reporting):
                 rec.order.offer(message, fetch=False)
             out.append((message, self.sink.audience(name)))
         return out
+
+    async def _run_publish(self, items: list[Item]) -> list[Any]:
+        """One script call for the items of every publish waiting (see `coalesce`)."""
+        keys: list[str] = []
+        args: list[Any] = [
+            secrets.token_hex(5),
+            self.history_size,
+            self.history_ms,
+            self.meta_ms,
+            repr(time.time()),
+            self.topic_prefix,
+        ]
+        for name, data, key in items:
+            keys += (meta_key(name), history_key(name), idempotency_key(name, key or ""))
+            args += (name, data, key or "")
+        assigned: list[Any] = await self._publish(keys=keys, args=args)
+        return assigned
 
     # -- following channels ---------------------------------------------------------------------
 
@@ -310,9 +318,10 @@ class RedisBroker(Reporting):
         rec = self.by_topic.get(topic)
         if rec is None:
             return
-        epoch, id_, ts, data = payload.split(b"\n", 3)
-        message = Message(rec.name, epoch.decode(), int(id_), float(ts), data)
-        if rec.order.offer(message):
+        need = False
+        for message in notification(rec.name, payload):
+            need = rec.order.offer(message) or need
+        if need:
             self._spawn(self._refresh([rec]))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:

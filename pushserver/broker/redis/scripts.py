@@ -2,10 +2,13 @@
 
 One script assigns a channel's next id, appends the message to the channel's stream and
 PUBLISHes it whole, so nodes publishing to one channel never clash and a node needs no extra read
-to deliver. Another reads a channel's epoch and the messages a node has not seen.
+to deliver; the messages of one call to one channel share one notification. Another reads a
+channel's epoch and the messages a node has not seen.
 """
 
 from __future__ import annotations
+
+from ...core.messages import Message
 
 
 def meta_key(name: str) -> str:
@@ -51,11 +54,13 @@ end
 # ttl ms, meta ttl ms, ts, topic prefix, then name, data, idempotency key ('' = none) per item.
 # An item whose key is remembered is not published: its original epoch, id and ts come back,
 # flagged 1. Checking and remembering the key in the same script as the publish is what makes
-# a retry after an unknown outcome safe.
+# a retry after an unknown outcome safe. Each channel gets one notification for all the
+# messages the call published to it (consecutive ids: the script runs alone), in the order the
+# channels first appear, so a call's messages reach every node together (`notification`).
 PUBLISH_LUA = (
     EPOCH_LUA
     + """
-local out = {}
+local out, notes, order = {}, {}, {}
 for k = 1, (#ARGV - 6) / 3 do
   local meta, hist, seen_key = KEYS[3 * k - 2], KEYS[3 * k - 1], KEYS[3 * k]
   local name, data, keyed = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k] ~= ''
@@ -71,8 +76,14 @@ for k = 1, (#ARGV - 6) / 3 do
     redis.call('XADD', hist, 'MAXLEN', '~', ARGV[2], id .. '-0', 't', ARGV[5], 'd', data)
     redis.call('PEXPIRE', hist, ARGV[3])
     redis.call('PEXPIRE', meta, ARGV[4])
-    local note = epoch .. '\\n' .. id .. '\\n' .. ARGV[5] .. '\\n' .. data
-    redis.call('PUBLISH', ARGV[6] .. name, note)
+    local note = notes[name]
+    if not note then
+      note = {epoch, id, {}, {}}
+      notes[name] = note
+      order[#order + 1] = name
+    end
+    table.insert(note[3], #data)
+    table.insert(note[4], data)
     if keyed then
       redis.call('HSET', seen_key, 'e', epoch, 'i', id, 't', ARGV[5])
       redis.call('PEXPIRE', seen_key, ARGV[3])
@@ -80,9 +91,31 @@ for k = 1, (#ARGV - 6) / 3 do
     out[k] = {epoch, id, ARGV[5], 0}
   end
 end
+for _, name in ipairs(order) do
+  local note = notes[name]
+  local head = note[1] .. '\\n' .. note[2] .. '\\n' .. ARGV[5] .. '\\n'
+  redis.call('PUBLISH', ARGV[6] .. name, head .. table.concat(note[3], ' ') .. '\\n'
+    .. table.concat(note[4]))
+end
 return out
 """
 )
+
+
+def notification(name: str, payload: bytes) -> list[Message]:
+    """The messages of one PUBLISH of `PUBLISH_LUA`: `epoch\\nfirst id\\nts\\nsizes\\n`, then
+    the data of each message, back to back (`sizes`: their byte lengths, space-separated)."""
+    epoch_bytes, first, ts_bytes, sizes, body = payload.split(b"\n", 4)
+    epoch, id_, ts = epoch_bytes.decode(), int(first), float(ts_bytes)
+    out = []
+    start = 0
+    for size in sizes.split():
+        end = start + int(size)
+        out.append(Message(name, epoch, id_, ts, body[start:end]))
+        start = end
+        id_ += 1
+    return out
+
 
 # KEYS: meta, history. ARGV: meta ttl ms, after id (-1 = the last N), N, the epoch `after`
 # belongs to. When the channel is in another epoch now (Redis lost it and it came back),
