@@ -166,7 +166,7 @@ def run_handles(
 
 def figure_legend(fig: Figure, handles: Sequence[Line2D]) -> None:
     """The figure's legend of runs, below the plots where it can never hide a line."""
-    longest = max((len(handle.get_label()) for handle in handles), default=0)
+    longest = max((len(str(handle.get_label())) for handle in handles), default=0)
     fig.legend(
         handles=handles,
         loc="outside lower center",
