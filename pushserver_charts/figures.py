@@ -204,7 +204,7 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             "p50": ":",
             "bar: lowest to highest worst of the repeats": {"marker": "|", "markersize": 9},
         }
-    style_legend(ax, styles)
+    style_legend(ax, styles, loc="upper center")  # the ceiling is named at the upper left
     extra = [Line2D([], [], color="dimgray", **CAPPED, label=CAPPED_LABEL)] if capped else []
     figure_legend(fig, handles + extra + saturation_handle(marked) + invalid_handle(invalid))
     return fig
@@ -282,7 +282,8 @@ def resources(runs: Sequence[Run]) -> Figure:
         memory = series(run, lambda s: s.server_rss)
         rss.plot(x, memory / MIB, label=run.label, **style)
         with np.errstate(divide="ignore", invalid="ignore"):
-            per_sub.plot(x, (memory - run.idle_rss) / 1024 / x, label=run.label, **style)
+            held = series(run, lambda s: s.held)
+            per_sub.plot(x, (memory - run.idle_rss) / 1024 / held, label=run.label, **style)
     cpu.axhline(SATURATION_PERCENT, **SATURATION_LINE)
     from_zero(cpu, at_least=100)
     cpu.set_ylabel("CPU (% of one core)")
@@ -293,7 +294,7 @@ def resources(runs: Sequence[Run]) -> Figure:
     from_zero(per_sub)
     per_sub.set_ylabel("over idle (KiB)")
     per_sub.set_title(
-        "server memory per subscriber: (RSS - idle RSS) / subscribers", fontsize="medium"
+        "server memory per subscriber: (RSS - idle RSS) / subscribers it holds", fontsize="medium"
     )
     style_legend(cpu, {"server": "-", "load generator": "--"})
     line = Line2D([], [], **SATURATION_LINE)
@@ -383,7 +384,8 @@ CHARTS = (
         "Server and load-generator resources",
         "Server CPU and resident memory, with the busiest load-generator process's CPU. CPU "
         "is a share of one core (100 % = one core busy). Memory per subscriber is the "
-        "marginal cost: RSS above the idle server's, divided by the subscribers. Red crosses "
+        "marginal cost: RSS above the idle server's, divided by the subscribers that server "
+        "process holds (with several server workers, those of the worker measured). Red crosses "
         "mark saturated steps: there the load generator, not the server, limits what was "
         "measured.",
         resources,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -176,7 +176,11 @@ def figure_legend(fig: Figure, handles: Sequence[Line2D]) -> None:
     )
 
 
-def style_legend(ax: Axes, styles: Mapping[str, str | Mapping[str, Any]]) -> None:
+def style_legend(
+    ax: Axes,
+    styles: Mapping[str, str | Mapping[str, Any]],
+    loc: Literal["upper left", "upper center"] = "upper left",
+) -> None:
     """Grey samples of each line style (a line style, or Line2D keywords) on the axes."""
     handles = [
         Line2D(
@@ -184,7 +188,7 @@ def style_legend(ax: Axes, styles: Mapping[str, str | Mapping[str, Any]]) -> Non
         )
         for name, s in styles.items()
     ]
-    ax.legend(handles=handles, loc="upper left", fontsize="x-small", ncols=len(handles))
+    ax.legend(handles=handles, loc=loc, fontsize="x-small", ncols=len(handles))
 
 
 def plotted(ax: Axes) -> np.ndarray:

@@ -137,11 +137,7 @@ def _step_row(step: Step, ceiling: float, idle_rss: float) -> str:
         _cell(_num(probe * MS)),
         _cell(_num(step.server_cpu)),
         _cell(_num(step.server_rss / MIB)),
-        _cell(
-            _num((step.server_rss - idle_rss) / 1024 / step.subscribers)
-            if step.subscribers
-            else "-"
-        ),
+        _cell(_num((step.server_rss - idle_rss) / 1024 / step.held) if step.subscribers else "-"),
         _cell(_num(step.loadgen_cpu)),
         _cell("yes" if step.saturated else ""),
         _cell(step.invalid, "text"),

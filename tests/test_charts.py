@@ -584,3 +584,20 @@ def test_report_shows_the_command_as_typed_and_keeps_margins(tmp_path: Path) -> 
     assert "ceiling1" in settings and "ceiling1.0" not in settings  # 1 as typed, not 1.0
     assert re.search(r"body \{[^}]*padding: [^;]*2em", html)
     assert html.count('<div class="scroll"><table') == 4  # run, settings, machine, steps
+
+
+def test_memory_per_subscriber_counts_only_the_measured_workers_subscribers(
+    tmp_path: Path,
+) -> None:
+    """With --workers 3 the server figures are one worker's: a third of the subscribers."""
+    lines = results_lines("stream", [3000, 6000], seed=14)
+    lines[0]["server_idle"] = {"rss_bytes": 40 * 1024**2}
+    for line in lines[1:3]:
+        held = line["subscribers"] // 3
+        line["server"] |= {"connections": held, "rss_bytes": 40 * 1024**2 + held * 6 * 1024}
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    figure = next(spec for spec in CHARTS if spec.name == "resources").build([run])
+    per_sub = figure.get_axes()[2]
+    assert list(per_sub.get_lines()[0].get_ydata()) == pytest.approx([6, 6])
+    page = pushserver_charts.build_report([run.path], tmp_path).read_text()
+    assert "<td>6.0</td>" in page
