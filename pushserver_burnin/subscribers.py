@@ -159,10 +159,9 @@ class LongPollSubscriber(Subscriber):
     def _poll_parts(self) -> tuple[bytes, bytes]:
         """The request before and after the cursor's value."""
         path = f"/lp/{self.channel}?timeout={LONGPOLL_TIMEOUT:g}&cursor="
-        head, _, tail = request_bytes("GET", self.endpoint.host_header, path + "\0").partition(
-            b"\0"
-        )
-        return head, tail
+        request = request_bytes("GET", self.endpoint.host_header, path)
+        head, version, rest = request.partition(b" HTTP/1.1\r\n")
+        return head, version + rest
 
     def consume(self) -> None:
         sock = connect(self.endpoint, self.source_ip, LONGPOLL_TIMEOUT + 15)
