@@ -18,12 +18,14 @@ from pushserver_burnin.controller import Controller
 from pushserver_burnin.preflight import server_problem
 from pushserver_burnin.results import RESULTS_NAME, read_run
 from pushserver_burnin.settings import (
+    COMMAND_ENV,
     TESTS,
     Settings,
     add_cli_arguments,
     build,
     locust_arguments,
     new_run_id,
+    shown_command,
 )
 from pushserver_burnin.tally import StepBook
 from pushserver_measure.extras import install_hint
@@ -72,7 +74,7 @@ def _stopped(signum: int, _frame: object) -> None:
     raise Stopped(signal.Signals(signum).name)
 
 
-def run_locust(args: argparse.Namespace, settings: Settings) -> None:
+def run_locust(args: argparse.Namespace, settings: Settings, command: str) -> None:
     base = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--loglevel", "WARNING"]
     out = Path(args.out)
     master = [
@@ -105,6 +107,7 @@ def run_locust(args: argparse.Namespace, settings: Settings) -> None:
         ]
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
+    env[COMMAND_ENV] = command
     if settings.publish_key:
         env["PUSHSERVER_PUBLISH_KEY"] = settings.publish_key
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -147,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(f"pushserver-burnin: {controller.refuse(problem)}", file=sys.stderr, flush=True)
         return 1
-    run_locust(args, settings)
+    typed = sys.argv[1:] if argv is None else argv
+    run_locust(args, settings, shown_command(["pushserver-burnin", *typed]))
     lines = read_run(results, settings.run_id) if results.exists() else []
     end = next((line for line in lines if line["kind"] == "end"), None)
     if end is None:

@@ -33,7 +33,12 @@ from pushserver_burnin.resources import (
     server_figures,
 )
 from pushserver_burnin.results import FORMAT, TOOL, ResultsWriter
-from pushserver_burnin.settings import DRAIN_GRACE, PUBLISHER_MIN_RATE, Settings
+from pushserver_burnin.settings import (
+    DRAIN_GRACE,
+    PUBLISHER_MIN_RATE,
+    Settings,
+    recorded_command,
+)
 from pushserver_burnin.tally import StepBook
 from pushserver_measure.http11 import Connection, Endpoint
 from pushserver_measure.machine import machine_info
@@ -193,6 +198,7 @@ class Controller:
                 "tool": TOOL,
                 "format": FORMAT,
                 "host": self.host,
+                "command": recorded_command(),
                 "settings": settings,
                 "machine": machine_info(),
                 "started": self.started,

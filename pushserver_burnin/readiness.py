@@ -9,6 +9,7 @@ subscriber's greenlet only sleeps until the connection fails or stays silent too
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from socket import socket
@@ -31,11 +32,12 @@ def serve(sock: socket, on_data: Callable[[bytes], None], idle_timeout: float) -
     """
     failed: AsyncResult = AsyncResult()
     last_read = time.monotonic()
+    fd = sock.fileno()
 
     def readable() -> None:
         nonlocal last_read
         try:
-            data = sock.recv(_RECV_SIZE)
+            data = os.read(fd, _RECV_SIZE)  # the descriptor is non-blocking: no gevent wrapper
             if not data:
                 raise ConnectionClosed("connection closed by the server")
             last_read = time.monotonic()
@@ -47,7 +49,7 @@ def serve(sock: socket, on_data: Callable[[bytes], None], idle_timeout: float) -
             failed.set_exception(exc)
 
     sock.setblocking(False)
-    watcher = gevent.get_hub().loop.io(sock.fileno(), _READ)
+    watcher = gevent.get_hub().loop.io(fd, _READ)
     watcher.start(readable)
     try:
         while not failed.ready():
@@ -66,5 +68,5 @@ def send_small(sock: socket, data: bytes) -> None:
     The connection's send buffer is empty between polls and pongs, so they always fit; if one
     ever does not, the connection is treated as broken and resumed from the cursor.
     """
-    if sock.send(data) != len(data):
+    if os.write(sock.fileno(), data) != len(data):
         raise ConnectionClosed("the send buffer is full")

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
+import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 TESTS = ("subscribers", "channels")
@@ -113,6 +116,31 @@ def from_locust_options(options: Any, workers: int = 0) -> Settings:
     return build(
         lambda attr: getattr(options, f"burnin_{attr}"), not options.burnin_no_probe, workers
     )
+
+
+COMMAND_ENV = "PUSHSERVER_BURNIN_COMMAND"
+"""How pushserver-burnin tells its Locust master the command line the user typed."""
+_SECRET_OPTIONS = ("--publish-key", "--burnin-publish-key")
+
+
+def shown_command(argv: list[str]) -> str:
+    """The command line as the user typed it, for the results header, the publish key hidden."""
+    shown = []
+    hide_next = False
+    for arg in argv:
+        name, equals, _ = arg.partition("=")
+        if hide_next:
+            arg = "***"
+        elif equals and name in _SECRET_OPTIONS:
+            arg = f"{name}=***"
+        hide_next = arg in _SECRET_OPTIONS
+        shown.append(arg)
+    return shlex.join(shown)
+
+
+def recorded_command() -> str:
+    """The command that started this run: pushserver-burnin's, else this Locust process's."""
+    return os.environ.get(COMMAND_ENV) or shown_command([Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
 def locust_arguments(settings: Settings) -> list[str]:

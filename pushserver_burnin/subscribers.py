@@ -11,6 +11,7 @@ the probe process alike); a held connection is read from the gevent hub's loop
 from __future__ import annotations
 
 import random
+import re
 import time
 from typing import Any, ClassVar, Protocol
 from urllib.parse import quote
@@ -33,6 +34,8 @@ from pushserver_measure.http11 import (
 
 LONGPOLL_TIMEOUT = 30.0
 _MAX_BACKOFF = 2.0
+_PLAIN_CURSOR = re.compile(r"[A-Za-z0-9_.:@,-]*")
+"""Cursors are channel names, epochs and ids: nothing in them needs quoting in a query."""
 _DROPS = (OSError, ConnectionClosed, HttpStatusError, ValueError, KeyError, TypeError)
 
 
@@ -148,34 +151,45 @@ class Subscriber:
 
 class LongPollSubscriber(Subscriber):
     """Polls back to back on one keep-alive connection, every answer handled in the hub's loop:
-    the next poll is sent from the callback that read the last answer."""
+    the next poll is sent from the callback that read the last answer. The poll request is
+    built once; only the cursor is spliced in."""
 
     transport = "longpoll"
 
-    def _poll_bytes(self) -> bytes:
-        path = f"/lp/{self.channel}{self.query() or '?'}&timeout={LONGPOLL_TIMEOUT:g}"
-        return request_bytes("GET", self.endpoint.host_header, path)
+    def _poll_parts(self) -> tuple[bytes, bytes]:
+        """The request before and after the cursor's value."""
+        path = f"/lp/{self.channel}?timeout={LONGPOLL_TIMEOUT:g}&cursor="
+        request = request_bytes("GET", self.endpoint.host_header, path)
+        head, version, rest = request.partition(b" HTTP/1.1\r\n")
+        return head, version + rest
 
     def consume(self) -> None:
         sock = connect(self.endpoint, self.source_ip, LONGPOLL_TIMEOUT + 15)
         responses = Responses()
+        head, tail = self._poll_parts()
+
+        def poll() -> bytes:
+            cursor = self.cursor or ""
+            value = cursor if _PLAIN_CURSOR.fullmatch(cursor) else quote(cursor, safe="")
+            return head + value.encode() + tail
+
         try:
-            sock.sendall(self._poll_bytes())
+            sock.sendall(poll())
 
             def on_data(data: bytes) -> None:
-                for head, body in responses.feed(data):
+                for answer in responses.feed(data):
                     received = time.time()
-                    if head.status != 200:
-                        raise HttpStatusError(head.status, body, retry_after(head))
-                    answer = orjson.loads(body)
-                    messages = answer["messages"]
-                    size = len(body) // max(1, len(messages))
+                    if answer.status != 200:
+                        raise HttpStatusError(answer.status, answer.body, answer.retry_after)
+                    decoded = orjson.loads(answer.body)
+                    messages = decoded["messages"]
+                    size = len(answer.body) // max(1, len(messages))
                     for item in messages:
                         self.handle(item, received, size)
-                    self.cursor = answer["cursor"]
-                    if not head.keep_alive:
+                    self.cursor = decoded["cursor"]
+                    if not answer.keep_alive:
                         raise ConnectionClosed("the server closed the keep-alive connection")
-                    readiness.send_small(sock, self._poll_bytes())
+                    readiness.send_small(sock, poll())
 
             readiness.serve(sock, on_data, LONGPOLL_TIMEOUT + 15)
         finally:
@@ -245,6 +259,7 @@ class WebSocketSubscriber(Subscriber):
                 reply = client.to_send()
                 if reply:
                     readiness.send_small(sock, reply)
+                client.check_open()
 
             readiness.serve(sock, on_data, self.idle_timeout)
         finally:

@@ -27,6 +27,7 @@ from pushserver_charts.layout import (
     invalid_handle,
     latency_axis,
     latency_ms,
+    log_scale,
     mark_invalid,
     mark_saturated,
     new_figure,
@@ -59,16 +60,26 @@ SATURATION_LINE: dict[str, Any] = {
 }
 
 
-def downsample(
-    x: np.ndarray, low: np.ndarray, high: np.ndarray, flags: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Bin consecutive steps so at most MAX_POINTS remain: mean count, lowest low, highest high.
+CAPPED: dict[str, Any] = {
+    "marker": "^",
+    "markersize": 11,
+    "markerfacecolor": "none",
+    "markeredgewidth": 1.5,
+    "linestyle": "none",
+    "zorder": 6,
+}
+CAPPED_LABEL = "run stopped before the ceiling: capacity at least this"
 
-    A bin is flagged (e.g. saturated) when any of its steps is.
-    """
+
+def downsample(
+    x: np.ndarray, center: np.ndarray, low: np.ndarray, high: np.ndarray, flags: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Bin consecutive points so at most MAX_POINTS remain: mean count, highest center (the
+    worst of the bin), lowest low, highest high. A bin is flagged (e.g. saturated) when any of
+    its points is."""
     size = math.ceil(len(x) / MAX_POINTS)
     if size <= 1:
-        return x, low, high, flags
+        return x, center, low, high, flags
     starts = np.arange(0, len(x), size)
 
     def reduce(values: np.ndarray, fn: Callable[[np.ndarray], Any]) -> np.ndarray:
@@ -79,35 +90,72 @@ def downsample(
 
     return (
         reduce(x, np.mean),
+        reduce(center, nan_safe(np.nanmax)),
         reduce(low, nan_safe(np.nanmin)),
         reduce(high, nan_safe(np.nanmax)),
         reduce(flags, np.any).astype(bool),
     )
 
 
+@dataclass(frozen=True)
+class Points:
+    """One point per subscriber count: the repeats of a count folded into median and range."""
+
+    x: np.ndarray
+    median: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    p50: np.ndarray
+    saturated: np.ndarray
+    repeats: int  # the most steps measured at one count
+
+
+def per_count(run: Run) -> Points:
+    """The worst end-to-end latency of each count: median, lowest and highest over the steps
+    measured at that count (`--repeats`), and the median p50; invalid steps count as none."""
+    x = subscribers(run)
+    worst = latency_ms(run, "e2e", "worst")
+    p50 = latency_ms(run, "e2e", "p50")
+    saturated = series(run, lambda s: s.saturated).astype(bool)
+    counts = np.unique(x)
+    rows = []
+    for count in counts:
+        at = x == count
+        mine = worst[at & np.isfinite(worst)]
+        mid = p50[at & np.isfinite(p50)]
+        spread = (np.median(mine), mine.min(), mine.max()) if mine.size else (math.nan,) * 3
+        rows.append((*spread, np.median(mid) if mid.size else math.nan, saturated[at].any()))
+    table = np.array(rows, dtype=float).reshape(len(counts), 5)
+    repeats = max((int((x == count).sum()) for count in counts), default=0)
+    median, low, high, p50_median, any_saturated = table.T
+    return Points(counts, median, low, high, p50_median, any_saturated.astype(bool), repeats)
+
+
 def worst_latency(runs: Sequence[Run]) -> Figure:
-    """The burn-in chart: worst end-to-end latency per step against subscribers, with ceiling."""
+    """The burn-in chart: worst end-to-end latency against subscribers, with its spread over
+    repeats, the ceiling, saturated and invalid steps, and where a run stopped short."""
     fig, (ax,) = new_figure(runs, "Worst-case end-to-end latency per step", rows=1, height=5.6)
-    marked = invalid = False
+    marked = invalid = capped = False
     handles = []
+    repeated = False
     for i, run in enumerate(runs):
-        x, p50, worst, saturated = downsample(
-            subscribers(run),
-            latency_ms(run, "e2e", "p50"),
-            latency_ms(run, "e2e", "worst"),
-            series(run, lambda s: s.saturated).astype(bool),
+        points = per_count(run)
+        x, worst, low, high, saturated = downsample(
+            points.x, points.median, points.low, points.high, points.saturated
         )
-        binned = f" ({len(run.steps)} steps in {len(x)} bins)" if len(x) < len(run.steps) else ""
+        label = run.label
+        if points.repeats > 1:
+            repeated = True
+            label += f" ({points.repeats} steps per point)"
+        if len(x) < len(points.x):
+            label += f" ({len(points.x)} points in {len(x)} bins)"
         if run.stopped_early:
-            binned += f" ({run.stopped_early}: a lower bound)"
-        handles.append(
-            Line2D([], [], color=color(i), marker="o", markersize=4, label=run.label + binned)
-        )
-        spread = np.clip(worst - p50, 0, None)
+            label += f" ({run.stopped_early}: a lower bound)"
+        handles.append(Line2D([], [], color=color(i), marker="o", markersize=4, label=label))
         container = ax.errorbar(
             x,
             worst,
-            yerr=[np.nan_to_num(spread), np.zeros_like(worst)],
+            yerr=[np.nan_to_num(worst - low), np.nan_to_num(high - worst)],
             color=color(i),
             marker="o",
             markersize=4,
@@ -115,9 +163,22 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             elinewidth=1,
             alpha=0.9,
         )
-        container.lines[0].set_label(run.label + binned)
+        container.lines[0].set_label(label)
+        ax.plot(
+            points.x,
+            points.p50,
+            linestyle=":",
+            color=color(i),
+            linewidth=1,
+            label=f"{run.label} p50",
+        )
         marked |= mark_saturated(ax, x, worst, saturated)
         invalid |= mark_invalid(ax, run)
+        valid = np.isfinite(worst)
+        if run.stopped_early and valid.any():
+            last = np.flatnonzero(valid)[-1]
+            ax.plot([x[last]], [worst[last]], color=color(i), **CAPPED, label=CAPPED_LABEL)
+            capped = True
     ceilings = sorted({run.ceiling * MS for run in runs if math.isfinite(run.ceiling)})
     # A ceiling far above every step would flatten them into the bottom: name it instead.
     drawn = [ceiling for ceiling in ceilings if ceiling <= CEILING_ZOOM * highest(ax)]
@@ -135,8 +196,17 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             color="red",
             fontsize="small",
         )
-    ax.set_ylabel("worst-case latency (ms); bars reach down to p50")
-    figure_legend(fig, handles + saturation_handle(marked) + invalid_handle(invalid))
+    ax.set_ylabel("worst-case latency (ms)")
+    styles: dict[str, Any] = {"worst": "-", "p50": ":"}
+    if repeated:
+        styles = {
+            "worst (median of the repeats)": "-",
+            "p50": ":",
+            "bar: lowest to highest worst of the repeats": {"marker": "|", "markersize": 9},
+        }
+    style_legend(ax, styles, loc="upper center")  # the ceiling is named at the upper left
+    extra = [Line2D([], [], color="dimgray", **CAPPED, label=CAPPED_LABEL)] if capped else []
+    figure_legend(fig, handles + extra + saturation_handle(marked) + invalid_handle(invalid))
     return fig
 
 
@@ -182,7 +252,7 @@ def delivery(runs: Sequence[Run]) -> Figure:
         shares.plot(x, lost, label=f"{run.label} lost", **style)
         shares.plot(x, dups, linestyle=":", label=f"{run.label} duplicates", **style)
     if spans_decades(plotted(counts)):
-        counts.set_yscale("log")
+        log_scale(counts, "y", si)
     counts.yaxis.set_major_formatter(FuncFormatter(si))
     counts.set_ylabel("deliveries per step (count)")
     counts.set_title("delivered vs expected", fontsize="medium")
@@ -212,7 +282,8 @@ def resources(runs: Sequence[Run]) -> Figure:
         memory = series(run, lambda s: s.server_rss)
         rss.plot(x, memory / MIB, label=run.label, **style)
         with np.errstate(divide="ignore", invalid="ignore"):
-            per_sub.plot(x, (memory - run.idle_rss) / 1024 / x, label=run.label, **style)
+            held = series(run, lambda s: s.held)
+            per_sub.plot(x, (memory - run.idle_rss) / 1024 / held, label=run.label, **style)
     cpu.axhline(SATURATION_PERCENT, **SATURATION_LINE)
     from_zero(cpu, at_least=100)
     cpu.set_ylabel("CPU (% of one core)")
@@ -223,7 +294,7 @@ def resources(runs: Sequence[Run]) -> Figure:
     from_zero(per_sub)
     per_sub.set_ylabel("over idle (KiB)")
     per_sub.set_title(
-        "server memory per subscriber: (RSS - idle RSS) / subscribers", fontsize="medium"
+        "server memory per subscriber: (RSS - idle RSS) / subscribers it holds", fontsize="medium"
     )
     style_legend(cpu, {"server": "-", "load generator": "--"})
     line = Line2D([], [], **SATURATION_LINE)
@@ -286,9 +357,12 @@ CHARTS = (
     ChartSpec(
         "worst-latency",
         "Worst-case latency",
-        "Worst end-to-end latency of each step against the subscribers connected; the bar "
-        "reaches down to the step's median (p50). The dashed red line is the ceiling that ends "
-        f"the ramp. Over {MAX_POINTS} steps, consecutive steps are binned (worst of the bin).",
+        "Worst end-to-end latency against the subscribers connected, the dotted line its "
+        "median (p50). With --repeats, each point is the median of the steps measured at that "
+        "count and its bar runs from their lowest to their highest worst case. The dashed red "
+        "line is the ceiling that ends the ramp; a triangle marks where a run stopped before "
+        "reaching it (a lower bound), a question mark an invalid step. Over "
+        f"{MAX_POINTS} points, consecutive points are binned (worst of the bin).",
         worst_latency,
     ),
     ChartSpec(
@@ -310,7 +384,8 @@ CHARTS = (
         "Server and load-generator resources",
         "Server CPU and resident memory, with the busiest load-generator process's CPU. CPU "
         "is a share of one core (100 % = one core busy). Memory per subscriber is the "
-        "marginal cost: RSS above the idle server's, divided by the subscribers. Red crosses "
+        "marginal cost: RSS above the idle server's, divided by the subscribers that server "
+        "process holds (with several server workers, those of the worker measured). Red crosses "
         "mark saturated steps: there the load generator, not the server, limits what was "
         "measured.",
         resources,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -43,6 +43,8 @@ INVALID: dict[str, Any] = {
 INVALID_LABEL = "invalid step: nothing trustworthy measured (see the report's table)"
 COUNT_LABEL = "subscribers connected"
 SUBTITLE_WIDTH = 110
+LEGEND_WIDTH = 150
+"""Characters of legend text that fit side by side across a figure at the small font size."""
 
 
 def series(run: Run, value: Callable[[Step], float]) -> np.ndarray:
@@ -78,6 +80,23 @@ def si(value: float, _position: object = None) -> str:
         if abs(value) >= scale:
             return f"{value / scale:g}{suffix}"
     return f"{value:g}"
+
+
+def plain(value: float, _position: object = None) -> str:
+    """Latency ticks as plain numbers (0.5, 20, 1,500), never 10^3 or 1e+03."""
+    if value >= 1:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def log_scale(ax: Axes, which: str, formatter: Callable[[float, object], str]) -> None:
+    """A log axis ("x" or "y") labelled at 1, 2 and 5 times each power of ten in the given
+    format; minor ticks stay unlabelled (matplotlib would label them in scientific notation)."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(formatter))
+    axis.set_minor_formatter(NullFormatter())
 
 
 def spans_decades(values: np.ndarray) -> bool:
@@ -130,9 +149,7 @@ def new_figure(
         ax.grid(True, which="major", alpha=0.3)
     bottom = axes[-1]
     if spans_decades(counts):
-        bottom.set_xscale("log")
-        bottom.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-        bottom.xaxis.set_minor_formatter(NullFormatter())
+        log_scale(bottom, "x", si)
     bottom.xaxis.set_major_formatter(FuncFormatter(si))
     bottom.set_xlabel(COUNT_LABEL + (" (log scale)" if bottom.get_xscale() == "log" else ""))
     return fig, axes
@@ -149,16 +166,21 @@ def run_handles(
 
 def figure_legend(fig: Figure, handles: Sequence[Line2D]) -> None:
     """The figure's legend of runs, below the plots where it can never hide a line."""
+    longest = max((len(str(handle.get_label())) for handle in handles), default=0)
     fig.legend(
         handles=handles,
         loc="outside lower center",
-        ncols=min(len(handles), 3),
+        ncols=max(1, min(len(handles), LEGEND_WIDTH // (longest + 8))),
         fontsize="small",
         frameon=False,
     )
 
 
-def style_legend(ax: Axes, styles: Mapping[str, str | Mapping[str, Any]]) -> None:
+def style_legend(
+    ax: Axes,
+    styles: Mapping[str, str | Mapping[str, Any]],
+    loc: Literal["upper left", "upper center"] = "upper left",
+) -> None:
     """Grey samples of each line style (a line style, or Line2D keywords) on the axes."""
     handles = [
         Line2D(
@@ -166,7 +188,7 @@ def style_legend(ax: Axes, styles: Mapping[str, str | Mapping[str, Any]]) -> Non
         )
         for name, s in styles.items()
     ]
-    ax.legend(handles=handles, loc="upper left", fontsize="x-small", ncols=len(handles))
+    ax.legend(handles=handles, loc=loc, fontsize="x-small", ncols=len(handles))
 
 
 def plotted(ax: Axes) -> np.ndarray:
@@ -188,8 +210,7 @@ def from_zero(ax: Axes, at_least: float = 1.0) -> None:
 def latency_axis(ax: Axes) -> None:
     """Milliseconds; log scale when the lines span decades, else linear from zero."""
     if spans_decades(plotted(ax)):
-        ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        log_scale(ax, "y", plain)
         ax.set_ylabel("latency (ms, log scale)")
     else:
         from_zero(ax)

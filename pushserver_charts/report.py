@@ -27,12 +27,15 @@ REPORT_NAME = "report.html"
 log = logging.getLogger(__name__)
 
 CSS = """
-body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em auto; max-width: 1300px; color: #222; }
+body { font: 14px/1.45 system-ui, sans-serif; margin: 0 auto; padding: 1.5em 2em 3em;
+       max-width: 1300px; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; } h3 { font-size: 1.05em; }
-img { max-width: 100%; border: 1px solid #ddd; }
+figure { margin: 1.5em 0; } img { max-width: 100%; height: auto; border: 1px solid #ddd; }
+.scroll { overflow-x: auto; }
 table { border-collapse: collapse; margin: .5em 0 1em; font-size: 12px; }
-th, td { border: 1px solid #ccc; padding: 2px 6px; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; vertical-align: top; }
 th { background: #f0f0f0; } td.text, th.text { text-align: left; }
+code { font: 12px/1.4 ui-monospace, monospace; white-space: pre-wrap; word-break: break-all; }
 tr.saturated { background: #fff3cd; } tr.invalid { background: #eee; color: #777; }
 td.over { color: #b00; font-weight: bold; } p.verdict { font-size: 1.1em; }
 td.lost { color: #b00; } .warn { color: #8a4b00; } figcaption { color: #555; max-width: 75em; }
@@ -63,11 +66,13 @@ def _pretty(key: str, value: Any) -> str:
 
 
 def _flat(value: Any) -> str:
-    """Lists and objects in settings, shown compactly."""
+    """Lists and objects in settings, shown compactly; 1.0 as 1, as it was typed."""
     if isinstance(value, dict):
         return ", ".join(f"{k}={_flat(v)}" for k, v in value.items())
     if isinstance(value, list):
         return ", ".join(_flat(v) for v in value)
+    if isinstance(value, float):
+        return f"{value:g}"
     return str(value)
 
 
@@ -78,7 +83,7 @@ def _key_values(title: str, mapping: dict[str, Any]) -> str:
         f"<tr>{_cell(key, 'text')}{_cell(_pretty(key, value), 'text')}</tr>"
         for key, value in mapping.items()
     )
-    return f"<h3>{escape(title)}</h3><table>{rows}</table>"
+    return f'<h3>{escape(title)}</h3><div class="scroll"><table>{rows}</table></div>'
 
 
 STEP_COLUMNS = (
@@ -132,11 +137,7 @@ def _step_row(step: Step, ceiling: float, idle_rss: float) -> str:
         _cell(_num(probe * MS)),
         _cell(_num(step.server_cpu)),
         _cell(_num(step.server_rss / MIB)),
-        _cell(
-            _num((step.server_rss - idle_rss) / 1024 / step.subscribers)
-            if step.subscribers
-            else "-"
-        ),
+        _cell(_num((step.server_rss - idle_rss) / 1024 / step.held) if step.subscribers else "-"),
         _cell(_num(step.loadgen_cpu)),
         _cell("yes" if step.saturated else ""),
         _cell(step.invalid, "text"),
@@ -177,12 +178,15 @@ def _run_section(index: int, run: Run) -> str:
     header = "".join(f"<th>{escape(name)}</th>" for name in STEP_COLUMNS)
     rows = "".join(_step_row(step, run.ceiling, run.idle_rss) for step in run.steps)
     warnings = "".join(f'<p class="warn">{escape(w)}</p>' for w in run.warnings)
+    command = run.header.get("command")
+    typed = f"<h3>Command</h3><p><code>{escape(str(command))}</code></p>" if command else ""
     return (
-        f'<section id="run-{index}"><h2>Run {index}: {escape(run.label)}</h2>{warnings}'
+        f'<section id="run-{index}"><h2>Run {index}: {escape(run.label)}</h2>{warnings}{typed}'
         + _key_values("Run", {k: v for k, v in summary.items() if v != ""})
         + _key_values("Settings", run.settings)
         + _key_values("Machine", run.machine)
-        + f'<h3>Steps</h3><table class="steps"><tr>{header}</tr>{rows}</table></section>'
+        + f'<h3>Steps</h3><div class="scroll"><table class="steps"><tr>{header}</tr>{rows}'
+        + "</table></div></section>"
     )
 
 

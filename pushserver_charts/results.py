@@ -64,6 +64,15 @@ class Step:
     ceiling: float
     point: Point  # what the verdict reads
     invalid: str = ""  # why the step measured nothing trustworthy ("" when valid)
+    server_connections: float = math.nan  # held by the server process that answered /stats
+
+    @property
+    def held(self) -> float:
+        """Subscribers in the server process whose RSS the step records: with several server
+        workers only that worker's connections, else every subscriber."""
+        if math.isfinite(self.server_connections) and self.server_connections > 0:
+            return self.server_connections
+        return float(self.subscribers)
 
 
 @dataclass(frozen=True)
@@ -229,6 +238,7 @@ class _Line:
             ceiling=self.number(obj, "ceiling"),
             point=Point.from_line(obj),
             invalid=str(obj.get("invalid") or ""),
+            server_connections=self.number(server, "connections"),
         )
 
 

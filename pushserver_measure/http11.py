@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httptools
+
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
 _RECV_SIZE = 65536
 
@@ -319,35 +321,53 @@ class BodyLines:
         return b"".join(pieces)
 
 
-class Responses:
-    """Incremental decoder for answers on a keep-alive connection: bytes → (head, body) pairs.
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One whole answer on a keep-alive connection."""
 
-    Bodies must carry Content-Length (as long-poll answers do); anything else ends the
-    connection with ConnectionClosed.
+    status: int
+    body: bytes
+    keep_alive: bool
+    retry_after: float | None
+
+
+class Responses:
+    """Incremental decoder for answers on a keep-alive connection: bytes → Answers.
+
+    httptools' response parser does the framing in C; the only header read in Python is
+    Retry-After, so an answer costs a few calls whatever its head holds.
     """
 
-    __slots__ = ("_buf", "_head")
+    __slots__ = ("_answers", "_body", "_parser", "_retry")
 
     def __init__(self) -> None:
-        self._buf = b""
-        self._head: Head | None = None
+        self._parser = httptools.HttpResponseParser(self)
+        self._body: list[bytes] = []
+        self._retry: float | None = None
+        self._answers: list[Answer] = []
 
-    def feed(self, data: bytes) -> list[tuple[Head, bytes]]:
-        buf = self._buf + data if self._buf else data
-        answers = []
-        while True:
-            if self._head is None:
-                end = buf.find(HEAD_END)
-                if end < 0:
-                    break
-                self._head = parse_head(buf[:end])
-                buf = buf[end + len(HEAD_END) :]
-            size = self._head.content_length
-            if size is None:
-                raise ConnectionClosed("an answer without Content-Length")
-            if len(buf) < size:
-                break
-            answers.append((self._head, buf[:size]))
-            buf, self._head = buf[size:], None
-        self._buf = buf
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) == 11 and name.lower() == b"retry-after":
+            try:
+                self._retry = float(value)
+            except ValueError:
+                self._retry = None
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        parser = self._parser
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        answer = Answer(parser.get_status_code(), body, parser.should_keep_alive(), self._retry)
+        self._answers.append(answer)
+        self._body, self._retry = [], None
+
+    def feed(self, data: bytes) -> list[Answer]:
+        """The answers `data` completed; ConnectionClosed for anything that is not HTTP."""
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            raise ConnectionClosed(f"not an HTTP answer: {exc}") from exc
+        answers, self._answers = self._answers, []
         return answers

@@ -330,6 +330,10 @@ def test_charts_are_built_at_the_end(
     reports = list(tmp_path.glob("*.html"))
     assert reports, done.stdout
     assert f"report: {reports[0]}" in done.stdout
+    typed = f"pushserver-burnin channels --host {srv.url} --out {tmp_path} --transport sse"
+    header, _, _ = read_results(tmp_path)
+    assert header["command"].startswith(typed)  # as typed, for the report
+    assert typed in reports[0].read_text()
 
 
 def test_dead_server_fails_at_once_with_one_line(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import base64
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 import pushserver_charts
-from pushserver_charts.figures import CHARTS, downsample
+from pushserver_charts.figures import CAPPED_LABEL, CHARTS, downsample
 from pushserver_charts.layout import INVALID_LABEL, MAX_POINTS, SATURATED_LABEL
 
 SCRIPT = Path(sys.executable).with_name("pushserver-charts")
@@ -226,29 +227,54 @@ def test_count_axis_is_log_only_when_it_spans_decades(pair, files) -> None:
     assert CHARTS[0].build(many).get_axes()[0].get_xscale() == "linear"
 
 
-def test_worst_latency_has_ceiling_and_spread_bars(pair) -> None:
+def _worst_line(ax, run: pushserver_charts.Run):
+    (line,) = [line for line in _data_lines(ax, run) if not line.get_label().endswith(" p50")]
+    return line
+
+
+def test_worst_latency_has_ceiling_worst_and_p50(pair) -> None:
     ax = CHARTS[0].build(pair).get_axes()[0]
     assert "ms" in ax.get_ylabel()
     ceilings = [line for line in ax.get_lines() if list(line.get_ydata()) == [1000.0, 1000.0]]
     assert len(ceilings) == 1
     assert any("ceiling 1000 ms" in text.get_text() for text in ax.texts)
     stream = pair[0]
-    (line,) = _data_lines(ax, stream)
     worst = [step.latency["e2e"].worst * 1000 for step in stream.steps]
-    np.testing.assert_allclose(line.get_ydata(), worst)
-    # One error bar per step, from p50 up to the worst.
-    bars = ax.collections[0].get_segments()
+    np.testing.assert_allclose(_worst_line(ax, stream).get_ydata(), worst)
+    (p50,) = [line for line in _data_lines(ax, stream) if line.get_label().endswith(" p50")]
     np.testing.assert_allclose(
-        [seg[0][1] for seg in bars], [s.latency["e2e"].p50 * 1000 for s in stream.steps]
+        p50.get_ydata(), [step.latency["e2e"].p50 * 1000 for step in stream.steps]
     )
+    # One measurement per point: no spread to show.
+    bars = ax.collections[0].get_segments()
+    assert all(seg[0][1] == pytest.approx(seg[1][1]) for seg in bars)
+
+
+def test_repeats_give_each_point_its_spread(tmp_path: Path) -> None:
+    lines = results_lines("stream", [100, 100, 100, 200, 200, 200], seed=11)
+    worsts = [0.30, 0.10, 0.20, 0.50, 0.90, 0.40]
+    for line, worst in zip(lines[1:-1], worsts, strict=True):
+        line["latency"]["e2e"] |= {"worst": worst, "p50": worst / 10}
+    lines[2]["invalid"] = "only 90 of 100 subscribers connected"  # not part of the spread
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    ax = CHARTS[0].build([run]).get_axes()[0]
+    line = _worst_line(ax, run)
+    assert "(3 steps per point)" in line.get_label()
+    np.testing.assert_allclose(line.get_xdata(), [100, 200])
+    np.testing.assert_allclose(line.get_ydata(), [250, 500])  # medians of the valid repeats
+    bars = ax.collections[0].get_segments()
+    np.testing.assert_allclose([[seg[0][1], seg[1][1]] for seg in bars], [[200, 300], [400, 900]])
+    assert "bar: lowest to highest worst of the repeats" in [
+        text.get_text() for text in ax.get_legend().get_texts()
+    ]
 
 
 def test_many_steps_are_binned(files) -> None:
     many = pushserver_charts.load_all([files["many"]])
     ax = CHARTS[0].build(many).get_axes()[0]
-    (line,) = _data_lines(ax, many[0])
+    line = _worst_line(ax, many[0])
     assert len(line.get_xdata()) == 30 <= MAX_POINTS
-    assert "(60 steps in 30 bins)" in line.get_label()
+    assert "(60 points in 30 bins)" in line.get_label()
     worst = [step.latency["e2e"].worst * 1000 for step in many[0].steps]
     np.testing.assert_allclose(line.get_ydata(), np.max(np.reshape(worst, (30, 2)), axis=1))
 
@@ -257,12 +283,40 @@ def test_downsample_keeps_extremes_and_flags() -> None:
     x = np.arange(1, 82, dtype=float)
     low, high = x / 10, x * 10
     flags = x == 50
-    bx, blow, bhigh, bflags = downsample(x, low, high, flags)
+    bx, bcenter, blow, bhigh, bflags = downsample(x, x, low, high, flags)
     assert len(bx) == 27  # bins of 3
-    assert (bx[0], blow[0], bhigh[0]) == (2.0, 0.1, 30.0)
+    assert (bx[0], bcenter[0], blow[0], bhigh[0]) == (2.0, 3.0, 0.1, 30.0)
     assert bflags.tolist().count(True) == 1 and bflags[16]
-    same = downsample(x[:MAX_POINTS], low[:MAX_POINTS], high[:MAX_POINTS], flags[:MAX_POINTS])
+    first = slice(0, MAX_POINTS)
+    same = downsample(x[first], x[first], low[first], high[first], flags[first])
     assert len(same[0]) == MAX_POINTS
+
+
+def _tick_labels(figure) -> list[str]:
+    figure.canvas.draw()
+    return [
+        tick.get_text()
+        for ax in figure.get_axes()
+        for axis in (ax.xaxis, ax.yaxis)
+        if axis.get_scale() == "log"
+        for tick in axis.get_ticklabels(which="both")
+        if tick.get_visible() and tick.get_text()
+    ]
+
+
+def test_log_axes_are_labelled_in_plain_numbers(tmp_path: Path) -> None:
+    lines = results_lines("stream", DECADES, seed=12)
+    for line in lines[1:-1]:  # latency from 1 ms to 10 s: four decades
+        line["latency"]["e2e"]["p50"] = 0.001 * line["subscribers"] / 100
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    labels = []
+    for spec in CHARTS[1:3]:  # percentiles (log latency), deliveries (log counts)
+        figure = spec.build([run])
+        scales = {(ax.get_xscale(), ax.get_yscale()) for ax in figure.get_axes()}
+        assert ("log", "log") in scales, spec.name
+        labels += _tick_labels(figure)
+    assert {"100", "1k", "10k", "1", "10", "1,000"} <= set(labels)
+    assert all(re.fullmatch(r"[0-9.,]+[kM]?", label) for label in labels), labels
 
 
 def test_saturated_steps_are_marked(pair) -> None:
@@ -504,6 +558,46 @@ def test_a_capped_run_is_labelled_a_lower_bound(tmp_path: Path) -> None:
     lines = results_lines("stream", [100, 200], seed=10)
     lines[-1] |= {"reason": "max"}
     run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
-    worst = CHARTS[0].build([run]).get_axes()[0]
+    figure = CHARTS[0].build([run])
+    worst = figure.get_axes()[0]
     labels = [line.get_label() for line in worst.get_lines()]
     assert f"{run.label} (stopped by --max before reaching the ceiling: a lower bound)" in labels
+    (mark,) = [line for line in worst.get_lines() if line.get_label() == CAPPED_LABEL]
+    assert list(mark.get_xdata()) == [200]
+    assert CAPPED_LABEL in _figure_labels(figure)[1]
+    lines[-1]["reason"] = "ceiling"
+    reached = pushserver_charts.load_results(write_lines(tmp_path / "c.jsonl", lines))
+    assert CAPPED_LABEL not in _figure_labels(CHARTS[0].build([reached]))[1]
+
+
+def test_report_shows_the_command_as_typed_and_keeps_margins(tmp_path: Path) -> None:
+    lines = results_lines("stream", [100, 200], seed=13)
+    typed = "pushserver-burnin subscribers --host http://127.0.0.1:8080 --ceiling 1 --rate 2"
+    lines[0]["command"] = typed + " --label 'a <b> & c'"
+    page = pushserver_charts.build_report([write_lines(tmp_path / "r.jsonl", lines)], tmp_path)
+    html = page.read_text()
+    parser = _ReportParser()
+    parser.feed(html)
+    text = "".join(parser.text)
+    assert typed + " --label 'a <b> & c'" in text  # escaped in HTML, verbatim once parsed
+    settings = text[text.index("Settings") :]
+    assert "ceiling1" in settings and "ceiling1.0" not in settings  # 1 as typed, not 1.0
+    assert re.search(r"body \{[^}]*padding: [^;]*2em", html)
+    assert html.count('<div class="scroll"><table') == 4  # run, settings, machine, steps
+
+
+def test_memory_per_subscriber_counts_only_the_measured_workers_subscribers(
+    tmp_path: Path,
+) -> None:
+    """With --workers 3 the server figures are one worker's: a third of the subscribers."""
+    lines = results_lines("stream", [3000, 6000], seed=14)
+    lines[0]["server_idle"] = {"rss_bytes": 40 * 1024**2}
+    for line in lines[1:3]:
+        held = line["subscribers"] // 3
+        line["server"] |= {"connections": held, "rss_bytes": 40 * 1024**2 + held * 6 * 1024}
+    run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
+    figure = next(spec for spec in CHARTS if spec.name == "resources").build([run])
+    per_sub = figure.get_axes()[2]
+    assert list(per_sub.get_lines()[0].get_ydata()) == pytest.approx([6, 6])
+    page = pushserver_charts.build_report([run.path], tmp_path).read_text()
+    assert "<td>6.0</td>" in page
