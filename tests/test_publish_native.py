@@ -1,6 +1,7 @@
 """Publishes the front end serves itself (`web/front/publish.py`): what it adds to aiohttp's
 path. Pipelined publishes on one connection, bodies cut mid-way or sent too slowly, chunked
-bodies, `Expect: 100-continue`, and bodies over the limit, on both loops the server supports.
+bodies, `Expect: 100-continue`, bodies over the limit, CORS and the access log, on both loops the
+server supports.
 The server runs in this process so the test can see that aiohttp took no part and that every
 connection the server held is gone once its client is.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import logging
 
 import pytest
 import uvloop
@@ -173,11 +175,52 @@ async def refused_before_body() -> None:
         writer.close()
 
 
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+async def cors_and_log() -> None:
+    """CORS headers on publish answers and refusals, preflights still answered, and an access
+    log line per publish, as for every other answer."""
+    app = "https://app.example"
+    logged = Lines()
+    access = logging.getLogger("aiohttp.access")
+    access.addHandler(logged)
+    access.setLevel(logging.INFO)
+    try:
+        async with in_process(cors_origin=app, access_log=True) as (_, _, port):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            origin = f"Origin: {app}\r\n"
+            writer.write(
+                b"OPTIONS /pub/co HTTP/1.1\r\nHost: x\r\nAccess-Control-Request-Method: POST\r\n"
+                + origin.encode()
+                + b"\r\n"
+                + publish("/pub/co", b'"x"', origin)
+                + publish("/pub/bad!name", b'"x"', origin)
+            )
+            head = await read_until(reader, b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 204 ") and b"Access-Control-Allow-Methods" in head
+            head, _ = await read_response(reader)
+            assert head.startswith(b"HTTP/1.1 201 ")
+            assert f"Access-Control-Allow-Origin: {app}\r\n".encode() in head
+            head, code = await refused(reader, b"400")
+            assert code == "bad_channel" and b"Access-Control-Allow-Origin" in head
+            writer.close()
+    finally:
+        access.removeHandler(logged)
+    assert any('"POST /pub/co HTTP/1.1" 201' in line for line in logged.lines)
+
+
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 @pytest.mark.parametrize(
     "run",
-    [pipelined, cut_and_slow, chunked_and_continue, refused_before_body],
-    ids=["pipelined", "cut", "chunked", "refused"],
+    [pipelined, cut_and_slow, chunked_and_continue, refused_before_body, cors_and_log],
+    ids=["pipelined", "cut", "chunked", "refused", "cors"],
 )
 def test_native_publish(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
