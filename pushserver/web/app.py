@@ -22,7 +22,6 @@ from ..monitor.metrics import Metrics
 from . import admin, cors, limits, openapi, proxies, publish
 from .errors import error_response, response_for
 from .front.conduit import Conduit
-from .ratelimit import RATE_LIMITER
 from .state import STATE, ServerState
 
 log = logging.getLogger("pushserver")
@@ -160,9 +159,9 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     if settings.trusted_networks:
         middlewares.insert(0, forwarded_client(settings.trusted_networks))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_message_bytes)
-    app[STATE] = ServerState(settings, hub, metrics, gc, ExpiryWatch(hub), worker)
+    app[STATE] = state = ServerState(settings, hub, metrics, gc, ExpiryWatch(hub), worker)
     if settings.max_publish_rate > 0:
-        app[RATE_LIMITER] = RateLimiter(settings.max_publish_rate)
+        state.limiter = RateLimiter(settings.max_publish_rate)
     cors.setup(app, settings.cors_origins)
     add_routes(app)
     app.cleanup_ctx.append(_timers)

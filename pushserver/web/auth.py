@@ -24,16 +24,21 @@ def is_loopback(remote: str | None) -> bool:
 
 def check_publisher(request: web.Request, settings: Settings) -> None:
     """Publishing and admin: the key when one is configured, else loopback only."""
+    authorize(request.remote, request.headers.get("Authorization"), settings)
+
+
+def authorize(remote: str | None, authorization: str | None, settings: Settings) -> None:
+    """`check_publisher` from the client's address and its `Authorization` value (decoded as
+    aiohttp decodes headers: UTF-8, undecodable bytes kept as surrogates)."""
     key = settings.publish_key
     if not key:
-        if not is_loopback(request.remote):
+        if not is_loopback(remote):
             raise Forbidden(
                 "forbidden", "publishing without --publish-key is allowed from loopback only"
             )
         return
-    header = request.headers.get("Authorization", "")
-    scheme, _, given = header.partition(" ")
-    # aiohttp keeps a header's undecodable bytes as surrogates: encode them back, never fail.
+    scheme, _, given = (authorization or "").partition(" ")
+    # Encode the surrogates back to the bytes sent, never fail.
     given_bytes = given.strip().encode("utf-8", "surrogateescape")
     if scheme.lower() != "bearer" or not hmac.compare_digest(given_bytes, key.encode()):
         raise Unauthorized(

@@ -9,6 +9,7 @@ from aiohttp import web
 from ..config import Settings
 from ..core.expiry import ExpiryWatch
 from ..core.hub import Hub
+from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
 from ..monitor.process import CpuSampler
@@ -26,6 +27,8 @@ class ServerState:
     cpu: CpuSampler = dataclasses.field(default_factory=CpuSampler)
     heads: HeadGuard = dataclasses.field(default_factory=HeadGuard)
     draining: bool = False
+    limiter: RateLimiter | None = None
+    """The publish rate limit (`--max-publish-rate`), when set."""
 
 
 STATE = web.AppKey("pushserver_state", ServerState)

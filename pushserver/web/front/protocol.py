@@ -2,12 +2,14 @@
 
 It reads request heads (`head.HeadParser`) and serves the subscribe paths itself: the transport
 handlers (`web.transports`) answer through it, hold a long-poll on it, or take the connection
-away for a held stream. Any other request goes, byte for byte, to an aiohttp protocol made for
-this connection on first need (`web.Server`, aiohttp's public protocol factory) over a
-`Conduit`; the front end reads nothing more until the app's outermost middleware reports that
-aiohttp's answer is complete. A request with a chunked body leaves the connection to aiohttp for
-good. Before the next subscribe request on the connection, aiohttp's protocol is told the
-connection is gone (`connection_lost`), which tears its handler down.
+away for a held stream. It serves publishes too (`publish.takes`), feeding their bodies to
+`publish.Body` as they come (`take_body`). Any other request goes, byte for byte, to an aiohttp
+protocol made for this connection on first need (`web.Server`, aiohttp's public protocol
+factory) over a `Conduit`; the front end reads nothing more until the app's outermost middleware
+reports that aiohttp's answer is complete. A request aiohttp gets with a chunked body leaves the
+connection to aiohttp for good. Before the next request the front end serves on the
+connection, aiohttp's protocol is told the connection is gone (`connection_lost`), which tears
+its handler down.
 
 While a request is in progress (a native one, or aiohttp's), bytes the client sends are kept
 and reading is paused until the connection is back to reading heads.
@@ -26,7 +28,7 @@ from ..cors import ALLOW_HEADERS, ALLOW_METHODS, MAX_AGE, Cors
 from ..errors import error_body
 from ..heads import LINGER
 from ..proxies import client_address
-from . import answer
+from . import answer, publish
 from .accesslog import log_request
 from .conduit import Conduit
 from .handshake import HandshakeError
@@ -114,6 +116,7 @@ class FrontProtocol(asyncio.Protocol):
         "poll",
         "raw",
         "repeat",
+        "sink",
         "state",
         "task",
         "timer",
@@ -133,7 +136,9 @@ class FrontProtocol(asyncio.Protocol):
         self.paused = False
         self.looping = False
         self.poll: Expiring | None = None
-        """A long-poll held on this connection."""
+        """A long-poll (or a request body being read) held on this connection."""
+        self.sink: Callable[[bytes], bytes] | None = None
+        """Where the bytes the client sends go while a request served here reads its body."""
         self.task: asyncio.Task[None] | None = None
         self.timer: asyncio.TimerHandle | None = None
         self.deadline = 0.0
@@ -168,6 +173,10 @@ class FrontProtocol(asyncio.Protocol):
             assert self.http is not None
             self.http.data_received(data)
             return
+        if self.sink is not None:
+            data = self.sink(data)
+            if not data:
+                return
         if self.body_left:
             assert self.http is not None
             body, data = data[: self.body_left], data[self.body_left :]
@@ -264,6 +273,12 @@ class FrontProtocol(asyncio.Protocol):
                 return
             self._head_done()
             handler = front.route(head.path)
+            if handler is None and publish.takes(head):
+                self.buffer = buf[size:]
+                self._detach_http()
+                self.state = BUSY
+                self.task = front.loop.create_task(self._run(publish.handle(self, head), head))
+                continue
             if handler is None:
                 self._forward(head)
                 continue
@@ -454,6 +469,13 @@ class FrontProtocol(asyncio.Protocol):
             log.error("unhandled error on %s %s", head.method, head.path, exc_info=exc)
             refusal = 500, [answer.JSON], error_body("internal", "internal server error")
         self.reply(head, *refusal)
+
+    def take_body(self, sink: Callable[[bytes], bytes] | None) -> None:
+        """Send what the client sends from now on to `sink`, which keeps the body of the request
+        being served and gives back what follows it (None: back to keeping it all here)."""
+        self.sink = sink
+        if sink is not None:
+            self._resume()
 
     def remote(self, head: RequestHead) -> str:
         """The client's address (from `X-Forwarded-For` when the peer is a trusted proxy)."""

@@ -1,0 +1,230 @@
+"""`POST /pub/{channel}` and `POST /pub` served by the front end itself: no second parse of the
+head, no request object, middleware or response object per publish (see docs/performance.md,
+"Publishing"). The rules are `web.publishing`'s, the same aiohttp's handlers follow.
+
+The body is read as it arrives: a `Content-Length` body is cut from the bytes read, a chunked one
+is decoded by h11; bytes after it stay on the connection for the next request. `Expect:
+100-continue` is answered once the request is admitted. A refusal sent before the whole body was
+read closes the connection (half-closed a while, its further bytes read and dropped, so the
+client reads the answer); a client that leaves mid-body, or sends it slower than
+`--request-timeout`, publishes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import h11
+
+from ...core.errors import InvalidInput, PushError
+from ...core.names import parse_channel
+from .. import limits, publishing
+from ..heads import LINGER
+from . import answer
+from .head import RequestHead
+
+if TYPE_CHECKING:
+    from .protocol import FrontProtocol
+
+BATCH = "/pub"
+ONE = "/pub/"
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+CHUNKED_HEAD = b"POST / HTTP/1.1\r\nHost: -\r\nTransfer-Encoding: chunked\r\n\r\n"
+"""What h11 is told of a chunked request: it only decodes the body (the head is llhttp's)."""
+
+
+def takes(head: RequestHead) -> bool:
+    """Whether the front end publishes `head` itself. Anything else on these paths (other
+    methods, a compressed body, an unknown `Expect`) goes to aiohttp, which answers it as
+    before."""
+    if head.method != "POST":
+        return False
+    path = head.path
+    if path != BATCH and not (
+        path.startswith(ONE) and len(path) > len(ONE) and "/" not in path[len(ONE) :]
+    ):
+        return False
+    headers = head.headers
+    coding = headers.get("content-encoding")
+    transfer = headers.get("transfer-encoding")
+    expect = headers.get("expect")
+    return (
+        (coding is None or coding.lower() == "identity")
+        and (transfer is None or transfer.lower() == "chunked")
+        and (expect is None or expect.lower() == "100-continue")
+    )
+
+
+async def handle(conn: FrontProtocol, head: RequestHead) -> None:
+    """Publish and answer 201; a refusal is answered by the connection (`FrontProtocol._run`)
+    when the body was read, else here, closing."""
+    state = conn.front.state
+    batch = head.path == BATCH
+    body = Body(conn, head, publishing.body_limit(state.settings, batch))
+    try:
+        publishing.admit(state, conn.remote(head), _aiohttp_text(head.headers.get("authorization")))
+        if batch:
+            created = await publishing.publish_batch(state, await body.read())
+        else:
+            channel = parse_channel(head.path[len(ONE) :])
+            data = await body.read()
+            key = head.headers.get("idempotency-key")
+            as_json = publishing.is_json(_media_type(head))
+            created = await publishing.publish_one(state, channel, data, key, as_json)
+    except PushError as exc:
+        if body.whole:
+            raise
+        limits.count(state, exc)
+        _refuse_closing(conn, head, body, exc)
+        return
+    except ConnectionError:
+        return  # the client left, or stalled, mid-body: nothing was published
+    conn.reply(head, 201, [answer.JSON], created)
+
+
+def _aiohttp_text(value: str | None) -> str | None:
+    """A header value (read as latin-1) as aiohttp gives it: UTF-8, bad bytes as surrogates."""
+    if value is None or value.isascii():
+        return value
+    return value.encode("latin-1").decode("utf-8", "surrogateescape")
+
+
+def _media_type(head: RequestHead) -> str:
+    return head.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def _refuse_closing(conn: FrontProtocol, head: RequestHead, body: Body, exc: PushError) -> None:
+    """Answer a request whose body is still (partly) unread, then let the connection go."""
+    body.detach(conn)
+    if conn.transport.is_closing():
+        return
+    head.keep_alive = False
+    conn.write_answer(head, *answer.refusal(exc))
+    transport, _ = conn.give_away()
+    transport.set_protocol(Discard())
+    transport.write_eof()
+    conn.front.loop.call_later(LINGER, transport.close)
+
+
+class Discard(asyncio.Protocol):
+    """A refused connection's last seconds: what the client still sends is read and dropped,
+    so closing does not reset the connection under the answer."""
+
+    def data_received(self, data: bytes) -> None:
+        pass
+
+
+class Body:
+    """A publish request's body, at most `limit` bytes, read from the connection as it comes."""
+
+    __slots__ = (
+        "chunked",
+        "chunks",
+        "conn",
+        "expect",
+        "failure",
+        "left",
+        "limit",
+        "size",
+        "waiter",
+    )
+
+    def __init__(self, conn: FrontProtocol, head: RequestHead, limit: int) -> None:
+        self.conn = conn
+        self.limit = limit
+        self.chunks: list[bytes | bytearray] = []
+        self.size = 0
+        self.failure: Exception | None = None
+        self.waiter: asyncio.Future[None] | None = None
+        self.expect = head.headers.get("expect") is not None and head.version == "1.1"
+        self.chunked: h11.Connection | None = None
+        self.left = head.body_length
+        """Bytes still to come of a Content-Length body; 0 once the body is whole."""
+        if head.body_length < 0:
+            self.chunked = h11.Connection(h11.SERVER)
+            self.chunked.receive_data(CHUNKED_HEAD)
+        elif head.body_length > limit:
+            self.failure = publishing.too_large(limit)
+            return
+        buffered, conn.buffer = conn.buffer, b""
+        conn.buffer = self.feed(buffered)
+
+    @property
+    def whole(self) -> bool:
+        return self.left == 0
+
+    def feed(self, data: bytes) -> bytes:
+        """Take the body's part of `data`; returns what follows the body."""
+        if self.failure is not None or not self.left:
+            return data
+        if self.chunked is None:
+            part, rest = data[: self.left], data[self.left :]
+            self.left -= len(part)
+            self._add(part)
+            if not self.left:
+                self._done()
+            return rest
+        self.chunked.receive_data(data)
+        try:
+            while True:
+                event = self.chunked.next_event()
+                if event is h11.NEED_DATA:
+                    return b""
+                if isinstance(event, h11.Data):
+                    self._add(event.data)
+                    if self.failure is not None:
+                        return b""
+                elif isinstance(event, h11.EndOfMessage):
+                    self.left = 0
+                    self._done()
+                    return bytes(self.chunked.trailing_data[0])
+        except h11.RemoteProtocolError:
+            self._fail(InvalidInput("bad_request", "malformed chunked request body"))
+            return b""
+
+    def _add(self, part: bytes | bytearray) -> None:
+        self.chunks.append(part)
+        self.size += len(part)
+        if self.size > self.limit:
+            self._fail(publishing.too_large(self.limit))
+
+    async def read(self) -> bytes:
+        """The whole body; raises its refusal (413, 400), or ConnectionError when the client
+        leaves or stalls first."""
+        if self.left and self.failure is None:
+            conn = self.conn
+            if self.expect:
+                conn.transport.write(CONTINUE)
+            self.waiter = conn.front.loop.create_future()
+            conn.hold(self, conn.front.timeout)
+            conn.take_body(self.feed)
+            await self.waiter
+        if self.failure is not None:
+            raise self.failure
+        return b"".join(self.chunks)
+
+    def _done(self) -> None:
+        self.detach(self.conn)
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    def _fail(self, exc: Exception) -> None:
+        if self.failure is None:
+            self.failure = exc
+        self._done()
+
+    def detach(self, conn: FrontProtocol) -> None:
+        """The connection stops feeding and timing this body."""
+        if conn.poll is self:
+            conn.poll = None
+        conn.take_body(None)
+
+    # -- as the connection holding it sees it (`protocol.Expiring`) -----------------------------
+
+    def expire(self) -> None:
+        self._fail(ConnectionError("request body not received within --request-timeout"))
+        self.conn.transport.close()
+
+    def lost(self) -> None:
+        self._fail(ConnectionError("the client left mid-body"))

@@ -1,0 +1,110 @@
+"""Publishing as every path that serves it does it: who may publish now, how a body becomes
+messages, and the 201 body. aiohttp's handlers (`publish.py`) and the front end's own
+(`front/publish.py`) read the request each their own way and hand over plain values, so the
+rules live here once; nothing here touches aiohttp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from ..config import Settings
+from ..core.broker import Item
+from ..core.errors import InvalidInput, TooLarge, broker_down, draining
+from ..core.idempotency import check_key
+from ..core.messages import Message
+from ..core.names import parse_channel
+from . import ratelimit
+from .auth import authorize
+from .state import ServerState
+
+BATCH_FACTOR = 16
+"""A batch body may be this many times `--max-message-bytes`."""
+
+
+def admit(state: ServerState, remote: str | None, authorization: str | None) -> None:
+    """Refuse a publish before its body is read: key (or loopback), rate, drain, broker."""
+    authorize(remote, authorization, state.settings)
+    ratelimit.enforce(state, remote)
+    if state.draining:
+        raise draining()
+    if not state.hub.broker.healthy:
+        raise broker_down(state.hub.broker.name)
+
+
+def body_limit(settings: Settings, batch: bool) -> int:
+    return settings.max_message_bytes * (BATCH_FACTOR if batch else 1)
+
+
+def too_large(limit: int) -> TooLarge:
+    return TooLarge("too_large", f"message body is larger than {limit} bytes")
+
+
+def is_json(content_type: str) -> bool:
+    """Whether a body of this media type (lower-cased, no parameters) is published as JSON."""
+    return content_type == "application/json" or content_type.endswith("+json")
+
+
+def encode_data(body: bytes, as_json: bool) -> bytes:
+    """The message's `data` as compact JSON (one line, so NDJSON and SSE framing stay intact)."""
+    if as_json:
+        try:
+            return orjson.dumps(orjson.loads(body))
+        except orjson.JSONDecodeError as exc:
+            raise InvalidInput("bad_json", f"body is not valid JSON: {exc}") from None
+    try:
+        return orjson.dumps(body.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InvalidInput("bad_utf8", "body is not valid UTF-8 text") from None
+
+
+def _result(message: Message, subscribers: int) -> dict[str, Any]:
+    return {
+        "channel": message.channel,
+        "id": message.id,
+        "ts": round(message.ts, 6),
+        "subscribers": subscribers,
+    }
+
+
+async def publish_one(
+    state: ServerState, channel: str, body: bytes, key: str | None, as_json: bool
+) -> bytes:
+    """`POST /pub/{channel}` once its body is read (`channel` already checked): the 201 body."""
+    key = check_key(key, "Idempotency-Key")
+    data = encode_data(body, as_json)
+    [(message, subscribers)] = await state.hub.publish([Item(channel, data, key)])
+    return orjson.dumps(_result(message, subscribers))
+
+
+def _batch_items(body: bytes, settings: Settings) -> list[Item]:
+    """Every item of a batch, validated before anything is published."""
+    try:
+        items = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidInput("bad_json", f"body is not valid JSON: {exc}") from None
+    if not isinstance(items, list) or not 1 <= len(items) <= settings.max_batch:
+        raise InvalidInput(
+            "bad_batch", f"body must be a JSON array of 1 to {settings.max_batch} items"
+        )
+    batch = []
+    for n, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("channel"), str):
+            raise InvalidInput("bad_batch", f'item {n} must be {{"channel": name, "data": value}}')
+        if "data" not in item:
+            raise InvalidInput("bad_batch", f'item {n} has no "data"')
+        data = orjson.dumps(item["data"])
+        if len(data) > settings.max_message_bytes:
+            raise TooLarge(
+                "too_large", f"item {n} is larger than {settings.max_message_bytes} bytes"
+            )
+        key = check_key(item.get("idempotency_key"), f"item {n}'s idempotency_key")
+        batch.append(Item(parse_channel(item["channel"]), data, key))
+    return batch
+
+
+async def publish_batch(state: ServerState, body: bytes) -> bytes:
+    """`POST /pub` once its body is read: the 201 body."""
+    published = await state.hub.publish(_batch_items(body, state.settings))
+    return orjson.dumps([_result(m, n) for m, n in published])

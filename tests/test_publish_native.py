@@ -1,0 +1,228 @@
+"""Publishes the front end serves itself (`web/front/publish.py`): what it adds to aiohttp's
+path. Pipelined publishes on one connection, bodies cut mid-way or sent too slowly, chunked
+bodies, `Expect: 100-continue`, bodies over the limit, CORS and the access log, on both loops the
+server supports.
+The server runs in this process so the test can see that aiohttp took no part and that every
+connection the server held is gone once its client is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import logging
+
+import pytest
+import uvloop
+
+from pushserver.web.front.protocol import FrontProtocol
+
+from .inprocess import DEADLINE, get, in_process, read_response, read_until, until
+
+GONE = 4  # FrontProtocol's state once the connection is closed or given away
+
+
+def publish(path: str, body: bytes, headers: str = "", ctype: str = "application/json") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: {ctype}\r\n"
+        f"Content-Length: {len(body)}\r\n{headers}\r\n"
+    ).encode() + body
+
+
+def chunked(path: str, chunks: list[bytes], headers: str = "") -> tuple[bytes, bytes]:
+    """A chunked publish: its head, and its body (the chunks and the last chunk)."""
+    head = (
+        f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Transfer-Encoding: chunked\r\n{headers}\r\n"
+    ).encode()
+    body = b"".join(b"%x\r\n%b\r\n" % (len(c), c) for c in chunks) + b"0\r\n\r\n"
+    return head, body
+
+
+async def created(reader: asyncio.StreamReader) -> dict | list:
+    head, body = await read_response(reader)
+    assert head.startswith(b"HTTP/1.1 201 Created\r\n"), head
+    return json.loads(body)
+
+
+async def refused(reader: asyncio.StreamReader, status: bytes) -> tuple[bytes, str]:
+    head, body = await read_response(reader)
+    assert head.startswith(b"HTTP/1.1 " + status), head
+    return head, json.loads(body)["error"]
+
+
+async def closed(reader: asyncio.StreamReader) -> None:
+    assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
+
+
+def connections() -> list[FrontProtocol]:
+    gc.collect()
+    return [o for o in gc.get_objects() if isinstance(o, FrontProtocol) and o.state != GONE]
+
+
+def live_connections() -> int:
+    return len(connections())
+
+
+def reading_body() -> bool:
+    """Whether a connection waits for the rest of a request body."""
+    return any(conn.sink is not None for conn in connections())
+
+
+def history(state, channel: str) -> list[bytes]:
+    ch = state.hub.channels.get(channel)
+    return [m.data for m in ch.history] if ch is not None else []
+
+
+async def pipelined() -> None:
+    """Single and batch publishes, keyed or not, and other requests in one write: answered in
+    order on one connection, aiohttp never involved in a publish."""
+    async with in_process() as (state, runner, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            publish("/pub/pp", b'{"n": 1}')
+            + publish("/pub/pp", b'"two"', "Idempotency-Key: k-2\r\n")
+            + publish("/pub/pp", b'"two"', "Idempotency-Key: k-2\r\n")
+            + publish("/pub", b'[{"channel": "pp", "data": 3}, {"channel": "qq", "data": 4}]')
+            + get("/lp/pp?history=10&timeout=0")
+            + publish("/pub/pp", b"not json")
+            + publish("/pub/pp", b"plain text", ctype="text/plain; charset=utf-8")
+        )
+        assert (await created(reader))["id"] == 1
+        assert (await created(reader))["id"] == 2
+        assert (await created(reader))["id"] == 2  # the repeated key published nothing
+        batch = await created(reader)
+        assert [(r["channel"], r["id"]) for r in batch] == [("pp", 3), ("qq", 1)]
+        _, body = await read_response(reader)
+        assert [m["data"] for m in json.loads(body)["messages"]] == [{"n": 1}, "two", 3]
+        assert (await refused(reader, b"400"))[1] == "bad_json"
+        assert (await created(reader))["id"] == 4  # the refusal kept the connection
+        assert history(state, "pp")[-1] == b'"plain text"'
+        assert not runner.server.connections  # aiohttp answered none of them
+        writer.close()
+
+
+async def cut_and_slow() -> None:
+    """A body cut mid-way or stalled publishes nothing, even when what came is valid JSON."""
+    async with in_process(request_timeout=0.3) as (state, _, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(publish("/pub/cut", b'"abc"' + b" " * 20)[:-20])
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(publish("/pub/slow", b'"abc"' + b" " * 20)[:-20])
+        await closed(reader)  # --request-timeout passed with the body unfinished
+        head, body = chunked("/pub/cut", [b'"ab', b'c"'])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(head + body[:-5])  # the last chunk never comes
+        writer.close()
+        await until(lambda: live_connections() == 0, "every connection noticed gone")
+        assert history(state, "cut") == [] and history(state, "slow") == []
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(publish("/pub/cut", b'"whole"'))
+        assert (await created(reader))["id"] == 1
+        writer.close()
+
+
+async def chunked_and_continue() -> None:
+    """Chunked bodies in pieces, and `Expect: 100-continue` answered before the body."""
+    async with in_process() as (state, _, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        head, body = chunked("/pub/ck", [b'"ch', b"un", b'ked"'])
+        writer.write(head + body[:7])  # a chunk cut in its middle
+        await until(reading_body, "the body's first part read")
+        writer.write(body[7:] + get("/healthz"))
+        assert (await created(reader))["id"] == 1
+        assert (await read_response(reader))[1] == b"ok"
+        head, body = chunked("/pub", [b'[{"channel": "ck", "data": 2}]'])
+        writer.write(head + body)
+        assert [r["id"] for r in await created(reader)] == [2]
+        assert history(state, "ck") == [b'"chunked"', b"2"]
+
+        writer.write(publish("/pub/ck", b'"later"', "Expect: 100-continue\r\n")[:-7])
+        assert await read_until(reader, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
+        writer.write(b'"later"')
+        assert (await created(reader))["id"] == 3
+        writer.close()
+
+
+async def refused_before_body() -> None:
+    """A refusal sent before the body was read closes the connection (the client reads the
+    answer first); one sent after it keeps the connection."""
+    async with in_process(publish_key="k", max_message_bytes=64) as (state, _, port):
+        key = "Authorization: Bearer k\r\n"
+        for request in (
+            publish("/pub/big", b'"' + b"x" * 100 + b'"', key),  # over the limit, unread
+            b"".join(chunked("/pub/big", [b'"', b"x" * 100, b'"'], key)),  # grows past it
+            publish("/pub/big", b'"x"', "Expect: 100-continue\r\n")[:-3],  # no key
+        ):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request)
+            head, code = await refused(reader, b"413" if key.encode() in request else b"401")
+            assert code in ("too_large", "unauthorized")
+            assert b"Connection: close" in head and b"100 Continue" not in head
+            await closed(reader)
+            writer.close()
+        assert state.hub.stats.limits_hit["max_message_bytes"] == 2
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(
+            publish("/pub", b'[{"channel": "big", "data": "' + b"x" * 100 + b'"}]', key)
+            + publish("/pub/big", b'"small"', key)
+        )
+        assert (await refused(reader, b"413"))[1] == "too_large"
+        assert (await created(reader))["id"] == 1
+        assert history(state, "big") == [b'"small"']
+        writer.close()
+
+
+class Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+async def cors_and_log() -> None:
+    """CORS headers on publish answers and refusals, preflights still answered, and an access
+    log line per publish, as for every other answer."""
+    app = "https://app.example"
+    logged = Lines()
+    access = logging.getLogger("aiohttp.access")
+    access.addHandler(logged)
+    access.setLevel(logging.INFO)
+    try:
+        async with in_process(cors_origin=app, access_log=True) as (_, _, port):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            origin = f"Origin: {app}\r\n"
+            writer.write(
+                b"OPTIONS /pub/co HTTP/1.1\r\nHost: x\r\nAccess-Control-Request-Method: POST\r\n"
+                + origin.encode()
+                + b"\r\n"
+                + publish("/pub/co", b'"x"', origin)
+                + publish("/pub/bad!name", b'"x"', origin)
+            )
+            head = await read_until(reader, b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 204 ") and b"Access-Control-Allow-Methods" in head
+            head, _ = await read_response(reader)
+            assert head.startswith(b"HTTP/1.1 201 ")
+            assert f"Access-Control-Allow-Origin: {app}\r\n".encode() in head
+            head, code = await refused(reader, b"400")
+            assert code == "bad_channel" and b"Access-Control-Allow-Origin" in head
+            writer.close()
+    finally:
+        access.removeHandler(logged)
+    assert any('"POST /pub/co HTTP/1.1" 201' in line for line in logged.lines)
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+@pytest.mark.parametrize(
+    "run",
+    [pipelined, cut_and_slow, chunked_and_continue, refused_before_body, cors_and_log],
+    ids=["pipelined", "cut", "chunked", "refused", "cors"],
+)
+def test_native_publish(loop: str, run) -> None:
+    factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(run())
