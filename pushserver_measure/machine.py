@@ -71,3 +71,51 @@ def tree_cpu_seconds(pid: int) -> tuple[float, int] | None:
         return sum(sum(p.cpu_times()[:2]) for p in (root, *children)), len(children)
     except psutil.Error:
         return None
+
+
+def with_descendants(pids: list[int]) -> list[int]:
+    """`pids` and every live descendant of them, each once (nginx: its master and workers)."""
+    found: dict[int, None] = {}
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            for p in (proc, *proc.children(recursive=True)):
+                found[p.pid] = None
+        except psutil.Error:
+            continue
+    return list(found)
+
+
+def listening_pids(port: int) -> list[int]:
+    """The processes holding a listening TCP socket on `port` (every nginx process shares it)."""
+    return sorted(
+        {
+            c.pid
+            for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid
+        }
+    )
+
+
+def run_seconds(pids: list[int]) -> float:
+    """CPU seconds all threads of `pids` have run, from /proc/PID/task/*/schedstat: nanosecond
+    counts, where /proc/PID/stat counts 10 ms ticks that a short measurement may never see."""
+    total = 0
+    for pid in pids:
+        for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+            try:
+                total += int(stat.read_text().split()[0])
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended between the listing and the read
+    return total / 1e9
+
+
+def resident_bytes(pids: list[int]) -> int:
+    """Resident memory of `pids` together."""
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            continue
+    return total
