@@ -24,7 +24,7 @@ from . import (
 )
 from .context import Bench
 from .table import Table
-from .targets import KINDS
+from .targets import KINDS, TRANSPORTS
 
 EXPERIMENTS: dict[int, Callable[[Bench], Awaitable[list[Table]]]] = {
     1: latency.run,
@@ -110,13 +110,22 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N[,M]",
         help="experiment 9: subscriber counts (default 1000,5000,10000,19900)",
     )
+    parser.add_argument(
+        "--transports",
+        default="",
+        metavar="T[,T]",
+        help="experiment 9: transports under load, longpoll and/or sse (default both; one per "
+        "run on a fresh server gives each its memory figure)",
+    )
     return parser.parse_args(argv)
 
 
-def refusal(args: argparse.Namespace, numbers: list[int]) -> str:
+def refusal(args: argparse.Namespace, numbers: list[int], transports: list[str]) -> str:
     """Why the arguments cannot run ("" when they can)."""
     if any(n not in EXPERIMENTS for n in numbers):
         return f"--only takes numbers from 1 to {len(EXPERIMENTS)}"
+    if any(t not in TRANSPORTS for t in transports):
+        return f"--transports takes {','.join(TRANSPORTS)}"
     if args.target != "pushserver" and numbers != [9]:
         return f"--target {args.target} goes with --only 9"
     if args.target != "pushserver" and not (args.url or args.sub_url):
@@ -140,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes = [int(n) for n in args.subscribers.split(",") if n]
     except ValueError:
         numbers, sizes = [0], []
-    problem = refusal(args, numbers)
+    transports = [t for t in args.transports.split(",") if t]
+    problem = refusal(args, numbers, transports)
     if problem:
         print(f"pushserver-bench: {problem}", file=sys.stderr)
         return 2
@@ -159,6 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.sub_url,
         args.pid,
         sizes,
+        transports,
     )
     import uvloop
 

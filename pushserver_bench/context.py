@@ -33,6 +33,8 @@ class Bench:
     """The measured server's processes; empty: found from the listening port."""
     subscribers: list[int] = dataclasses.field(default_factory=list)
     """Experiment 9's subscriber counts; empty: its defaults."""
+    transports: list[str] = dataclasses.field(default_factory=list)
+    """Experiment 9's transports under load; empty: long-poll and SSE."""
 
     def size(self, full: int, quick: int) -> int:
         return quick if self.quick else full

@@ -76,12 +76,21 @@ class Server:
 
     def __init__(self, pids: list[int]) -> None:
         self.pids = pids
+        self.base = resident_bytes(pids)
+        self.peak = 0
 
     def cpu(self) -> float:
         return run_seconds(self.pids)
 
-    def rss(self) -> int:
-        return resident_bytes(self.pids)
+    def per_subscriber(self, n: int) -> float | str:
+        """Resident KB per held subscriber, `n` of them, over the RSS at the start of the run.
+
+        Memory freed by an earlier step is reused, not returned to the system, so only a step
+        holding more subscribers than every step before it has a figure."""
+        if n <= self.peak:
+            return "n/a"
+        self.peak = n
+        return (resident_bytes(self.pids) - self.base) / n / 1024
 
 
 def server_pids(bench: Bench, url: str, target: Target) -> list[int]:
@@ -155,13 +164,12 @@ async def held(
     def plan(count: int, source: str) -> SubPlan:
         return SubPlan(target.sub, transport, [name] * count, messages, True, 60, target, source)
 
-    before = server.rss()
     async with (  # the probe subscribes once the crowd is held
         ClientPool([plan(k, a) for k, a in zip(shares, addresses, strict=False)]) as crowd,
         ClientPool([plan(1, addresses[-1])]) as probe,
     ):
         await target.wait_subscribed(name, n)
-        rss = (server.rss() - before) / n
+        rss = server.per_subscriber(n)
         publisher = await target.publisher()
         cpu, start = server.cpu(), time.time()
         try:
@@ -192,7 +200,7 @@ async def held(
             1e6 * server_cpu / received,
             1e6 * report["cpu"] / received,
             100 * busy,
-            rss / 1024,
+            rss,
             verdict,
         ],
         "lost": lost,
@@ -336,10 +344,11 @@ async def run(bench: Bench) -> list[Table]:
             f"one channel; {messages} messages of 100 bytes at {per_s:g}/s per step; worst = "
             "publish→receipt over every subscriber; the probe is one of them, in its own client "
             "process, subscribed last",
-            f"server CPU and RSS from /proc of PIDs {pids}; client CPU: every client process",
+            f"server CPU and RSS from /proc of PIDs {pids}; client CPU: every client process; "
+            "RSS per subscriber: over the RSS at the start, n/a after a step that held as many",
             f"1-minute load average at the start: {os.getloadavg()[0]:.2f}",
         ]
-        for transport in TRANSPORTS:
+        for transport in bench.transports or TRANSPORTS:
             for n in sizes:
                 step = await held(bench, target, server, transport, n, messages, per_s)
                 loads.add(*step["row"], lost=step["lost"], errors=step["errors"])
