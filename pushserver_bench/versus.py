@@ -29,7 +29,7 @@ from pushserver_measure.machine import (
 )
 from pushserver_measure.verdict import BUSY, CROWD_OVER_PROBE
 
-from .client import Publisher, Tally, message_data
+from .client import BenchError, Publisher, Tally, message_data
 from .context import Bench, channel
 from .machine import SERVER_PIDS
 from .pool import ClientPool, SubPlan, merge, spread
@@ -350,7 +350,13 @@ async def run(bench: Bench) -> list[Table]:
         ]
         for transport in bench.transports or TRANSPORTS:
             for n in sizes:
-                step = await held(bench, target, server, transport, n, messages, per_s)
+                try:
+                    step = await held(bench, target, server, transport, n, messages, per_s)
+                except (BenchError, OSError, RuntimeError) as exc:  # the next size may still run
+                    failed = f"INVALID: {type(exc).__name__}: {exc}"
+                    row = [transport, n, messages, *[""] * (len(HELD_COLUMNS) - 4), failed]
+                    loads.add(*row, lost=n * messages, errors=[f"{transport} x {n:,}: {failed}"])
+                    continue
                 loads.add(*step["row"], lost=step["lost"], errors=step["errors"])
         light.notes += [
             "1→1: the next message published once the last arrived; publish: one POST per "
