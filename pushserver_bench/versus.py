@@ -8,14 +8,16 @@ from the server's processes in /proc (nginx: master and workers). Then the light
 latency, server CPU per published message, fan-out to 100 SSE subscribers from 8 publishers.
 
 A row is invalid when the client, not the server, set its figure: a client process busy for
-most of a core, or the crowd's worst latency far above that of a lone probe subscriber in a
-process of its own, subscribed last (the server serves it at the end of each fan-out, so it
-sees the server's whole delay and none of the crowd's client work).
+most of a core, or the crowd's worst latency far above that of two probes, lone subscribers in
+client processes of their own, one subscribed before the crowd and one after (whichever end of
+its list a server serves last, one of them sees the server's whole delay and none of the
+crowd's client work).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import time
@@ -155,19 +157,26 @@ async def held(
     messages: int,
     per_s: float,
 ) -> dict[str, Any]:
-    """N subscribers of one channel, the probe one of them, `messages` published at `per_s` a
-    second (N up to 19,900: pushserver holds its open-file limit less 100)."""
+    """N subscribers of one channel, the two probes among them, `messages` published at `per_s`
+    a second (N up to 19,900: pushserver holds its open-file limit less 100)."""
     name = channel("vs")
-    shares = spread(n - 1, max(bench.processes, math.ceil(n / PER_PROCESS)))
-    addresses = sources(target, len(shares) + 1)
+    shares = spread(n - 2, max(bench.processes, math.ceil(n / PER_PROCESS)))
+    addresses = sources(target, len(shares) + 2)
 
-    def plan(count: int, source: str) -> SubPlan:
-        return SubPlan(target.sub, transport, [name] * count, messages, True, 60, target, source)
+    def pool(counts: list[int], sources: list[str]) -> ClientPool:
+        return ClientPool(
+            [
+                SubPlan(target.sub, transport, [name] * k, messages, True, 60, target, source)
+                for k, source in zip(counts, sources, strict=False)
+            ]
+        )
 
-    async with (  # the probe subscribes once the crowd is held
-        ClientPool([plan(k, a) for k, a in zip(shares, addresses, strict=False)]) as crowd,
-        ClientPool([plan(1, addresses[-1])]) as probe,
-    ):
+    async with contextlib.AsyncExitStack() as stack:  # probe, crowd, probe: in this order
+        first = await stack.enter_async_context(pool([1], addresses[-2:]))
+        await target.wait_subscribed(name, 1)
+        crowd = await stack.enter_async_context(pool(shares, addresses))
+        await target.wait_subscribed(name, n - 1)
+        last = await stack.enter_async_context(pool([1], addresses[-1:]))
         await target.wait_subscribed(name, n)
         rss = server.per_subscriber(n)
         publisher = await target.publisher()
@@ -180,12 +189,12 @@ async def held(
             publisher.close()
         published = time.time() - start
         crowds = await crowd.collect()
-        probes = await probe.collect()
+        probes = [*await first.collect(), *await last.collect()]
         server_cpu = server.cpu() - cpu
     report = merge([*crowds, *probes])
     lost = report["expected"] - report["received"]
     worst = max(merge(crowds)["latencies"], default=math.nan)
-    probe_worst = max(probes[0]["latencies"], default=math.nan)
+    probe_worst = max(max(p["latencies"], default=math.nan) for p in probes)
     busy = busiest([*crowds, *probes], start)
     received = max(1, report["received"])
     verdict = judge(lost, report["errors"], busy, worst, probe_worst)
@@ -342,8 +351,8 @@ async def run(bench: Bench) -> list[Table]:
         messages, per_s = bench.size(20, 4), 2.0 if not bench.quick else 10.0
         loads.notes += [
             f"one channel; {messages} messages of 100 bytes at {per_s:g}/s per step; worst = "
-            "publish→receipt over every subscriber; the probe is one of them, in its own client "
-            "process, subscribed last",
+            "publish→receipt over every subscriber; two of them are probes, each in a client "
+            "process of its own, one subscribed before the others and one after",
             f"server CPU and RSS from /proc of PIDs {pids}; client CPU: every client process; "
             "RSS per subscriber: over the RSS at the start, n/a after a step that held as many",
             f"1-minute load average at the start: {os.getloadavg()[0]:.2f}",
