@@ -86,15 +86,38 @@ def with_descendants(pids: list[int]) -> list[int]:
     return list(found)
 
 
+def _fd_target(pid: int, fd: int | str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return ""
+
+
+def _holds(pid: int, target: str) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    return any(_fd_target(pid, fd) == target for fd in fds)
+
+
 def listening_pids(port: int) -> list[int]:
-    """The processes holding a listening TCP socket on `port` (every nginx process shares it)."""
-    return sorted(
-        {
-            c.pid
-            for c in psutil.net_connections("tcp")
-            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid
-        }
-    )
+    """The processes holding a listening TCP socket on `port`, with the ancestors that share
+    it: the kernel names one holder of a shared socket, an nginx worker, say, and its master
+    holds the same socket (the master's other workers are its descendants)."""
+    pids: set[int] = set()
+    for c in psutil.net_connections("tcp"):
+        if c.status != psutil.CONN_LISTEN or not c.laddr or c.laddr.port != port or not c.pid:
+            continue
+        pid, socket = c.pid, _fd_target(c.pid, c.fd)
+        pids.add(pid)
+        try:
+            while socket and (parent := psutil.Process(pid).ppid()) and _holds(parent, socket):
+                pid = parent
+                pids.add(pid)
+        except psutil.Error:
+            continue
+    return sorted(pids)
 
 
 def run_seconds(pids: list[int]) -> float:

@@ -95,3 +95,8 @@ def test_an_unreachable_target_fails_the_run() -> None:
     proc = run_bench("--only", "9", "--quick", "--target", "nchan", "--url", url, timeout=60)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"target unreachable at 127.0.0.1:{url.rsplit(':', 1)[1]}" in proc.stdout
+
+
+def test_nchan_goes_only_with_experiment_9() -> None:
+    proc = run_bench("--only", "1", "--target", "nchan", "--url", "http://127.0.0.1:1")
+    assert proc.returncode == 2 and "--target nchan goes with --only 9" in proc.stderr
