@@ -11,9 +11,20 @@ from collections.abc import Awaitable, Callable, Sequence
 from pushserver_measure.machine import describe
 from pushserver_measure.tuning import raise_open_files_limit
 
-from . import broadcast, budgets, concurrency, latency, loops, pubsub, scaleout, throughput
+from . import (
+    broadcast,
+    budgets,
+    concurrency,
+    latency,
+    loops,
+    pubsub,
+    scaleout,
+    throughput,
+    versus,
+)
 from .context import Bench
 from .table import Table
+from .targets import KINDS, TRANSPORTS
 
 EXPERIMENTS: dict[int, Callable[[Bench], Awaitable[list[Table]]]] = {
     1: latency.run,
@@ -24,7 +35,10 @@ EXPERIMENTS: dict[int, Callable[[Bench], Awaitable[list[Table]]]] = {
     6: loops.run,
     7: budgets.run,
     8: scaleout.run,
+    9: versus.run,
 }
+BY_DEFAULT = [1, 2, 3, 4, 5, 6, 7, 8]
+"""Experiment 9 compares servers at its largest sizes: it runs when named."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -33,7 +47,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Rerun the classic event-service and push benchmarks against pushserver on "
         "loopback: 1 latency 1→1, 2 publishersxsubscribers, 3 broadcast, 4 concurrency 1 vs "
         "100, 5 publish throughput by connectionsxworkers, 6 uvloop vs asyncio, 7 fast path "
-        "budgets, 8 Redis scale-out (two nodes, --workers 2).",
+        "budgets, 8 Redis scale-out (two nodes, --workers 2); and, only when named, 9 any "
+        "server at --url (pushserver or nginx+nchan, --target) under 19,900 subscribers.",
     )
     parser.add_argument(
         "--url",
@@ -63,7 +78,59 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="ARG",
         help="extra argument for the servers the bench starts (repeatable)",
     )
+    parser.add_argument(
+        "--target",
+        choices=KINDS,
+        default="pushserver",
+        help="experiment 9: what serves --url (nchan needs --url or --sub-url)",
+    )
+    parser.add_argument(
+        "--pub-url",
+        default="",
+        help="experiment 9, nchan: the publisher location the channel is appended to "
+        "(default URL/pub/)",
+    )
+    parser.add_argument(
+        "--sub-url",
+        default="",
+        help="experiment 9, nchan: the subscriber location the channel is appended to "
+        "(default URL/sub/)",
+    )
+    parser.add_argument(
+        "--pid",
+        type=int,
+        action="append",
+        default=[],
+        help="experiment 9: a server process to read CPU and RSS from (repeatable; default: "
+        "whoever listens on the subscribe port, with its children)",
+    )
+    parser.add_argument(
+        "--subscribers",
+        default="",
+        metavar="N[,M]",
+        help="experiment 9: subscriber counts (default 1000,5000,10000,19900)",
+    )
+    parser.add_argument(
+        "--transports",
+        default="",
+        metavar="T[,T]",
+        help="experiment 9: transports under load, longpoll and/or sse (default both; one per "
+        "run on a fresh server gives each its memory figure)",
+    )
     return parser.parse_args(argv)
+
+
+def refusal(args: argparse.Namespace, numbers: list[int], transports: list[str]) -> str:
+    """Why the arguments cannot run ("" when they can)."""
+    if any(n not in EXPERIMENTS for n in numbers):
+        return f"--only takes numbers from 1 to {len(EXPERIMENTS)}"
+    if any(t not in TRANSPORTS for t in transports):
+        return f"--transports takes {','.join(TRANSPORTS)}"
+    if args.target != "pushserver" and numbers != [9]:
+        return f"--target {args.target} goes with --only 9"
+    if args.target != "pushserver" and not (args.url or args.sub_url):
+        return f"--target {args.target} needs --url or --sub-url"
+    return ""
 
 
 async def run(bench: Bench, numbers: list[int]) -> list[Table]:
@@ -78,19 +145,31 @@ async def run(bench: Bench, numbers: list[int]) -> list[Table]:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        numbers = [int(n) for n in args.only.split(",") if n] or sorted(EXPERIMENTS)
+        numbers = [int(n) for n in args.only.split(",") if n] or BY_DEFAULT
+        sizes = [int(n) for n in args.subscribers.split(",") if n]
     except ValueError:
-        numbers = [0]
-    if any(n not in EXPERIMENTS for n in numbers):
-        print(
-            f"pushserver-bench: --only takes numbers from 1 to {len(EXPERIMENTS)}", file=sys.stderr
-        )
+        numbers, sizes = [0], []
+    transports = [t for t in args.transports.split(",") if t]
+    problem = refusal(args, numbers, transports)
+    if problem:
+        print(f"pushserver-bench: {problem}", file=sys.stderr)
         return 2
     raise_open_files_limit()
     # SIGTERM unwinds like Ctrl-C, so the servers and client processes the bench started stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     bench = Bench(
-        describe(), args.quick, args.url, args.server_arg, args.redis, max(1, args.processes)
+        describe(),
+        args.quick,
+        args.url or args.sub_url,
+        args.server_arg,
+        args.redis,
+        max(1, args.processes),
+        args.target,
+        args.pub_url,
+        args.sub_url,
+        args.pid,
+        sizes,
+        transports,
     )
     import uvloop
 

@@ -12,7 +12,7 @@ import asyncio
 import base64
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import orjson
@@ -93,10 +93,13 @@ class Tally:
         env = orjson.loads(raw)
         if "type" in env:
             return -1
-        data = env["data"]
+        self.stamp(env["data"], now)
+        return env["id"]
+
+    def stamp(self, data: object, now: float) -> None:
+        """Record the latency of a message that carries its send time (`message_data`)."""
         if isinstance(data, dict) and "t" in data:
             self.latencies.append(now - data["t"])
-        return env["id"]
 
     def error(self, text: str) -> None:
         if len(self.errors) < 20:
@@ -118,11 +121,13 @@ class Tally:
 
 
 class HttpConnection(asyncio.Protocol):
-    """Keep-alive request/response, one request in flight; bodies sized by Content-Length."""
+    """Keep-alive request/response, one request in flight; bodies sized by Content-Length.
+    `head` is the last response's head (a long-poll on nchan reads its validators there)."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
+        self.head = Head(0, {})
         self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -142,6 +147,7 @@ class HttpConnection(asyncio.Protocol):
             return
         body = bytes(buf[end + 4 : stop])
         del buf[:stop]
+        self.head = head
         waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result((head.status, body))
@@ -167,25 +173,29 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def connect(url: str) -> HttpConnection:
+async def connect(url: str, source: str = "") -> HttpConnection:
+    """A keep-alive connection to `url`'s host, from the local address `source` when given."""
     at = Endpoint.parse(url)
-    _, conn = await asyncio.get_running_loop().create_connection(HttpConnection, at.host, at.port)
+    _, conn = await asyncio.get_running_loop().create_connection(
+        HttpConnection, at.host, at.port, local_addr=(source, 0) if source else None
+    )
     return conn
 
 
 class Publisher:
-    """One keep-alive publishing connection."""
+    """One keep-alive publishing connection; `accepted` are the statuses of a publish."""
 
-    def __init__(self, conn: HttpConnection) -> None:
+    def __init__(self, conn: HttpConnection, accepted: tuple[int, ...] = (201,)) -> None:
         self.conn = conn
+        self.accepted = accepted
 
     @classmethod
-    async def open(cls, url: str) -> Publisher:
-        return cls(await connect(url))
+    async def open(cls, url: str, accepted: tuple[int, ...] = (201,)) -> Publisher:
+        return cls(await connect(url), accepted)
 
     async def send(self, raw: bytes) -> None:
         status, body = await self.conn.request(raw)
-        if status != 201:
+        if status not in self.accepted:
             raise BenchError(f"publish failed: {status} {body[:200]!r}")
 
     async def one(self, channel: str, size: int = 100) -> None:
@@ -199,7 +209,8 @@ class Publisher:
 
 
 class HeldSubscriber(asyncio.Protocol):
-    """A held NDJSON or SSE response: chunked transfer decoded, events counted (or parsed)."""
+    """A held NDJSON or SSE response: chunked transfer decoded (a body without it, as nchan
+    sends, is read as it comes), events counted (or parsed)."""
 
     STATUS = 200
     REQUEST = "subscribe"
@@ -210,6 +221,7 @@ class HeldSubscriber(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.headers_done = False
+        self.chunked = True
         self.last_id = 0
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -220,6 +232,13 @@ class HeldSubscriber(asyncio.Protocol):
         buf = self.buf
         buf += data
         if not self.headers_done and not self._headers():
+            return
+        if not self.chunked:
+            end = buf.rfind(self.terminator)
+            if end >= 0:
+                end += len(self.terminator)
+                self._events(buf[:end])
+                del buf[:end]
             return
         pos, size = 0, len(buf)
         while pos < size:
@@ -242,7 +261,9 @@ class HeldSubscriber(asyncio.Protocol):
         raw = bytes(self.buf[:end])
         del self.buf[: end + 4]
         self.headers_done = True
-        if _head(raw).status != self.STATUS:
+        head = _head(raw)
+        self.chunked = head.chunked
+        if head.status != self.STATUS:
             self.tally.error(f"{self.REQUEST} answered {raw[:100]!r}")
         if not self.ready.done():
             self.ready.set_result(None)
@@ -262,7 +283,11 @@ class HeldSubscriber(asyncio.Protocol):
             if line.startswith(b"data: "):
                 line = line[6:]
             if line.startswith(b"{"):
-                self._check(self.tally.envelope(line, now))
+                self._line(line, now)
+
+    def _line(self, line: bytes, now: float) -> None:
+        """One event's JSON: pushserver's envelope, its id checked for gaps."""
+        self._check(self.tally.envelope(line, now))
 
     def _check(self, id: int) -> None:
         if id < 0:
@@ -314,7 +339,8 @@ class WebSocketSubscriber(HeldSubscriber):
 
 class LongPoller:
     """A long-poll loop on one keep-alive connection; stops after `expect` messages (never when
-    `expect` is 0: a listener that must receive nothing)."""
+    `expect` is 0: a listener that must receive nothing). This one speaks pushserver's `/lp`;
+    subclasses speak other servers' polls through `request` and `messages`."""
 
     def __init__(self, conn: HttpConnection, channel: str, tally: Tally, expect: int) -> None:
         self.conn = conn
@@ -324,14 +350,26 @@ class LongPoller:
         self.count = 0
         self.last_id = 0
         self.cursor = ""
-        self.task: asyncio.Task[None] | None = None
+
+    def request(self, timeout: float) -> bytes:
+        """The next poll."""
+        return get_request(f"/lp/{self.channel}?timeout={timeout:g}&cursor={self.cursor}")
+
+    def messages(self, body: bytes) -> list[Any]:
+        """The messages' data in one answer (the cursor taken for the next poll)."""
+        doc = orjson.loads(body)
+        self.cursor = doc["cursor"]
+        messages = [m for m in doc["messages"] if "type" not in m]
+        if len(messages) < len(doc["messages"]):
+            gaps = [m for m in doc["messages"] if m.get("type") == "gap"]
+            self.tally.error(f"long-poll fell behind the history: {gaps[:1]}")
+        return [m["data"] for m in messages]
 
     async def run(self, timeout: float) -> None:
         tally = self.tally
         while not self.expect or self.count < self.expect:
-            path = f"/lp/{self.channel}?timeout={timeout:g}&cursor={self.cursor}"
             try:
-                status, body = await self.conn.request(get_request(path))
+                status, body = await self.conn.request(self.request(timeout))
             except ConnectionError as exc:
                 tally.error(f"long-poll: {exc}")
                 return
@@ -339,42 +377,62 @@ class LongPoller:
                 tally.error(f"long-poll answered {status} {body[:100]!r}")
                 return
             now = time.time()
-            doc = orjson.loads(body)
-            self.cursor = doc["cursor"]
-            messages = [m for m in doc["messages"] if "type" not in m]
-            if len(messages) < len(doc["messages"]):
-                gaps = [m for m in doc["messages"] if m.get("type") == "gap"]
-                tally.error(f"long-poll fell behind the history: {gaps[:1]}")
-            if messages:
-                self.count += len(messages)
+            datas = self.messages(body)
+            if datas:
+                self.count += len(datas)
                 if tally.parse:
-                    for env in messages:
-                        data = env["data"]
-                        if isinstance(data, dict) and "t" in data:
-                            tally.latencies.append(now - data["t"])
-                tally.add(len(messages), now)
+                    for data in datas:
+                        tally.stamp(data, now)
+                tally.add(len(datas), now)
 
 
 Subscriber = HeldSubscriber | LongPoller
+Subscription = tuple[Subscriber, Callable[[], None]]
+
+
+async def poll(
+    url: str, make: Callable[[HttpConnection], LongPoller], timeout: float, source: str = ""
+) -> Subscription:
+    """Start the long-poll loop `make` builds on a new connection; returns it and its stop."""
+    conn = await connect(url, source)
+    poller = make(conn)
+    task = asyncio.ensure_future(poller.run(timeout))
+
+    def stop() -> None:
+        task.cancel()
+        conn.close()
+
+    return poller, stop
+
+
+async def hold(
+    url: str, make: Callable[[], HeldSubscriber], raw: bytes, source: str = ""
+) -> Subscription:
+    """Send the subscribe request `raw` on a new connection and wait for its response head."""
+    at = Endpoint.parse(url)
+    held, sub = await asyncio.get_running_loop().create_connection(
+        make, at.host, at.port, local_addr=(source, 0) if source else None
+    )
+    held.write(raw)
+    await sub.ready
+    return sub, held.close
 
 
 async def subscribe(
-    url: str, transport: str, channel: str, tally: Tally, expect: int, poll_timeout: float = 60
-) -> tuple[Subscriber, Callable[[], None]]:
-    """Open one subscription; returns it and a function that closes it."""
-    at = Endpoint.parse(url)
-    loop = asyncio.get_running_loop()
+    url: str,
+    transport: str,
+    channel: str,
+    tally: Tally,
+    expect: int,
+    poll_timeout: float = 60,
+    source: str = "",
+) -> Subscription:
+    """Open one subscription (from the local address `source` when given); returns it and a
+    function that closes it."""
     if transport == "longpoll":
-        _, conn = await loop.create_connection(HttpConnection, at.host, at.port)
-        poller = LongPoller(conn, channel, tally, expect)
-        poller.task = asyncio.ensure_future(poller.run(poll_timeout))
-
-        def stop() -> None:
-            assert poller.task is not None
-            poller.task.cancel()
-            conn.close()
-
-        return poller, stop
+        return await poll(
+            url, lambda conn: LongPoller(conn, channel, tally, expect), poll_timeout, source
+        )
     if transport == "ws":
         key = base64.b64encode(os.urandom(16)).decode()
         raw = get_request(
@@ -393,23 +451,27 @@ async def subscribe(
         factory = lambda: HeldSubscriber(tally, term)  # noqa: E731
     else:
         raise ValueError(f"unknown transport {transport!r}")
-    held_transport, sub = await loop.create_connection(factory, at.host, at.port)
-    held_transport.write(raw)
-    await sub.ready
-    return sub, held_transport.close
+    return await hold(url, factory, raw, source)
+
+
+async def open_many(
+    open_one: Callable[[str], Awaitable[Subscription]], channels: Sequence[str]
+) -> list[Subscription]:
+    """`open_one(channel)` for each entry of `channels`, a bounded number at a time."""
+    gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
+
+    async def one(channel: str) -> Subscription:
+        async with gate:
+            return await open_one(channel)
+
+    return list(await asyncio.gather(*(one(c) for c in channels)))
 
 
 async def subscribe_many(
     url: str, transport: str, channels: Sequence[str], tally: Tally, expect: int
-) -> list[tuple[Subscriber, Callable[[], None]]]:
+) -> list[Subscription]:
     """One subscriber per entry of `channels`, connecting a bounded number at a time."""
-    gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
-
-    async def one(channel: str) -> tuple[Subscriber, Callable[[], None]]:
-        async with gate:
-            return await subscribe(url, transport, channel, tally, expect)
-
-    return list(await asyncio.gather(*(one(c) for c in channels)))
+    return await open_many(lambda c: subscribe(url, transport, c, tally, expect), channels)
 
 
 async def get_json(url: str, path: str) -> Any:

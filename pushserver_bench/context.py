@@ -25,6 +25,16 @@ class Bench:
     server_args: list[str] = dataclasses.field(default_factory=list)
     redis: str = ""
     processes: int = 2
+    target: str = "pushserver"
+    """What experiment 9 measures at `url` (or `pub_url`/`sub_url`): "pushserver" or "nchan"."""
+    pub_url: str = ""
+    sub_url: str = ""
+    pids: list[int] = dataclasses.field(default_factory=list)
+    """The measured server's processes; empty: found from the listening port."""
+    subscribers: list[int] = dataclasses.field(default_factory=list)
+    """Experiment 9's subscriber counts; empty: its defaults."""
+    transports: list[str] = dataclasses.field(default_factory=list)
+    """Experiment 9's transports under load; empty: long-poll and SSE."""
 
     def size(self, full: int, quick: int) -> int:
         return quick if self.quick else full

@@ -18,7 +18,15 @@ from typing import Any
 
 from pushserver_measure.tuning import raise_open_files_limit
 
-from .client import Tally, connect, get_request, message_data, publish_request, subscribe_many
+from .client import (
+    Tally,
+    connect,
+    get_request,
+    message_data,
+    open_many,
+    publish_request,
+)
+from .targets import Target
 
 CONTEXT = multiprocessing.get_context("forkserver")
 CONTEXT.set_forkserver_preload(["pushserver_bench.pool", "uvloop"])
@@ -32,7 +40,10 @@ def spread(total: int, parts: int) -> list[int]:
 
 @dataclasses.dataclass
 class SubPlan:
-    """What one client process subscribes to, and what it must receive (per subscriber)."""
+    """What one client process subscribes to, and what it must receive (per subscriber).
+
+    With `target`, subscribers speak that server's protocol (`url` is then unused); with
+    `source`, they connect from that local address (each 127.0.0.x has its own ports)."""
 
     url: str
     transport: str
@@ -40,6 +51,8 @@ class SubPlan:
     expect: int
     parse: bool = False
     timeout: float = 60.0
+    target: Target | None = None
+    source: str = ""
 
 
 @dataclasses.dataclass
@@ -66,8 +79,12 @@ async def _recv(conn: Connection) -> Any:
 
 async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
     tally = Tally(plan.parse)
+    server = plan.target or Target.of("pushserver", plan.url)
     try:
-        subs = await subscribe_many(plan.url, plan.transport, plan.channels, tally, plan.expect)
+        subs = await open_many(
+            lambda c: server.subscribe(plan.transport, c, tally, plan.expect, plan.source),
+            plan.channels,
+        )
     except Exception as exc:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
         return

@@ -71,3 +71,74 @@ def tree_cpu_seconds(pid: int) -> tuple[float, int] | None:
         return sum(sum(p.cpu_times()[:2]) for p in (root, *children)), len(children)
     except psutil.Error:
         return None
+
+
+def with_descendants(pids: list[int]) -> list[int]:
+    """`pids` and every live descendant of them, each once (nginx: its master and workers)."""
+    found: dict[int, None] = {}
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            for p in (proc, *proc.children(recursive=True)):
+                found[p.pid] = None
+        except psutil.Error:
+            continue
+    return list(found)
+
+
+def _fd_target(pid: int, fd: int | str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        return ""
+
+
+def _holds(pid: int, target: str) -> bool:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    return any(_fd_target(pid, fd) == target for fd in fds)
+
+
+def listening_pids(port: int) -> list[int]:
+    """The processes holding a listening TCP socket on `port`, with the ancestors that share
+    it: the kernel names one holder of a shared socket, an nginx worker, say, and its master
+    holds the same socket (the master's other workers are its descendants)."""
+    pids: set[int] = set()
+    for c in psutil.net_connections("tcp"):
+        if c.status != psutil.CONN_LISTEN or not c.laddr or c.laddr.port != port or not c.pid:
+            continue
+        pid, socket = c.pid, _fd_target(c.pid, c.fd)
+        pids.add(pid)
+        try:
+            while socket and (parent := psutil.Process(pid).ppid()) and _holds(parent, socket):
+                pid = parent
+                pids.add(pid)
+        except psutil.Error:
+            continue
+    return sorted(pids)
+
+
+def run_seconds(pids: list[int]) -> float:
+    """CPU seconds all threads of `pids` have run, from /proc/PID/task/*/schedstat: nanosecond
+    counts, where /proc/PID/stat counts 10 ms ticks that a short measurement may never see."""
+    total = 0
+    for pid in pids:
+        for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+            try:
+                total += int(stat.read_text().split()[0])
+            except (OSError, IndexError, ValueError):
+                continue  # a thread that ended between the listing and the read
+    return total / 1e9
+
+
+def resident_bytes(pids: list[int]) -> int:
+    """Resident memory of `pids` together."""
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            continue
+    return total

@@ -17,7 +17,6 @@ import itertools
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,8 +29,9 @@ import pytest
 from pushclient import PushClient
 
 from pushserver.launcher import ServerProcess
+from pushserver_measure.ports import free_port
 
-from .system import ensure_command
+from .nginx import Nginx
 
 DOC = Path(__file__).parent.parent / "docs" / "operations.md"
 DOC_UPSTREAM = "server 127.0.0.1:8080;"
@@ -51,23 +51,13 @@ def documented_site(upstream_port: int, listen: list[str]) -> str:
     return site.replace(DOC_LISTEN, " ".join(f"listen {address};" for address in listen))
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-class Nginx:
-    """nginx in the foreground with everything it writes under `root`."""
-
-    def __init__(self, root: Path, site: str, port: int) -> None:
-        self.root, self.port = root, port
-        for temp in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
-            (root / temp).mkdir(parents=True, exist_ok=True)
-        (root / "site.conf").write_text(site)
-        user = "user root;" if os.geteuid() == 0 else ""  # workers must reach the temp dirs
-        (root / "nginx.conf").write_text(
-            f"""daemon off;
+def proxy_conf(root: Path, site: str) -> str:
+    """An nginx.conf that keeps everything under `root` and serves `site`."""
+    for temp in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
+        (root / temp).mkdir(parents=True, exist_ok=True)
+    (root / "site.conf").write_text(site)
+    user = "user root;" if os.geteuid() == 0 else ""  # workers must reach the temp dirs
+    return f"""daemon off;
 worker_processes 1;
 {user}
 pid {root}/nginx.pid;
@@ -83,44 +73,6 @@ http {{
     include {root}/site.conf;
 }}
 """
-        )
-        self.proc = subprocess.Popen(
-            [
-                ensure_command("nginx", "nginx-light"),
-                "-p",
-                str(root),
-                "-c",
-                str(root / "nginx.conf"),
-                "-e",
-                str(root / "error.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"nginx did not start: {self.errors()}") from None
-                time.sleep(0.05)  # polling the port with a deadline, not waiting blind
-
-    def errors(self) -> str:
-        log = self.root / "error.log"
-        return (log.read_text() if log.exists() else "") + (self.proc.stderr.read() or "")
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 @pytest.fixture
@@ -134,7 +86,8 @@ def behind_nginx(tmp_path: Path) -> Iterator:
         started.append(server)
         port = free_port()
         listen = [f"127.0.0.1:{port}", *(f"{address}:{port}" for address in extra_listen)]
-        nginx = Nginx(tmp_path / "nginx", documented_site(server.port, listen), port)
+        root = tmp_path / "nginx"
+        nginx = Nginx(root, proxy_conf(root, documented_site(server.port, listen)), port)
         started.append(nginx)
         return server, nginx
 

@@ -1,0 +1,148 @@
+"""The servers experiment 9 can measure with one client: pushserver, or nginx with nchan.
+
+A target names where a channel's messages are published and where it is subscribed to, as URL
+prefixes the channel name is appended to. pushserver publishes at `/pub/{channel}` and serves
+`/lp` and `/sse`; nchan publishes with a POST to its publisher location and serves a long-poll
+(the next message after the `Last-Modified`/`Etag` of the last one) or an EventSource stream
+from its subscriber location (docs/performance.md, "Against nginx+nchan").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from urllib.parse import urlsplit
+
+import orjson
+
+from pushserver_measure.http11 import Endpoint, request_bytes
+
+from .client import (
+    HOST,
+    JSON,
+    BenchError,
+    HeldSubscriber,
+    HttpConnection,
+    LongPoller,
+    Publisher,
+    Subscription,
+    Tally,
+    connect,
+    get_json,
+    get_request,
+    hold,
+    poll,
+    publish_request,
+    subscribe,
+)
+
+TRANSPORTS = ("longpoll", "sse")
+KINDS = ("pushserver", "nchan")
+
+
+class NchanLongPoller(LongPoller):
+    """nchan's long-poll: one message per answer, the next asked for with the last one's
+    validators."""
+
+    def __init__(self, conn: HttpConnection, path: str, tally: Tally, expect: int) -> None:
+        super().__init__(conn, "", tally, expect)
+        self.path = path
+        self.validators: dict[str, str] = {}
+
+    def request(self, timeout: float) -> bytes:
+        return get_request(self.path, self.validators)
+
+    def messages(self, body: bytes) -> list[object]:
+        headers = self.conn.head.headers
+        self.validators = {
+            "If-Modified-Since": headers.get("last-modified", ""),
+            "If-None-Match": headers.get("etag", ""),
+        }
+        return [orjson.loads(body)]
+
+
+class NchanEventSource(HeldSubscriber):
+    """nchan's EventSource stream: each `data:` line is the published body itself."""
+
+    def _line(self, line: bytes, now: float) -> None:
+        self.tally.stamp(orjson.loads(line), now)
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """`pub` and `sub`: the URL a channel name is appended to (pushserver: the server's root)."""
+
+    kind: str
+    pub: str
+    sub: str
+
+    @classmethod
+    def of(cls, kind: str, url: str, pub: str = "", sub: str = "") -> Target:
+        """The target at `url`; nchan's locations default to `{url}/pub/` and `{url}/sub/`."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown target {kind!r}")
+        root = url.rstrip("/")
+        if kind == "pushserver":
+            return cls(kind, pub or root, sub or root)
+        return cls(kind, pub or f"{root}/pub/", sub or f"{root}/sub/")
+
+    @property
+    def endpoints(self) -> list[Endpoint]:
+        return [Endpoint.parse(self.pub), Endpoint.parse(self.sub)]
+
+    def _path(self, url: str, channel: str) -> str:
+        return urlsplit(url).path + channel
+
+    def publish(self, channel: str, data: bytes) -> bytes:
+        """The request that publishes `data` to `channel`."""
+        if self.kind == "pushserver":
+            return publish_request(channel, data)
+        return request_bytes("POST", HOST, self._path(self.pub, channel), data, JSON)
+
+    async def publisher(self) -> Publisher:
+        """A keep-alive publishing connection (nchan answers 202 when nobody listens)."""
+        return await Publisher.open(self.pub, (201,) if self.kind == "pushserver" else (201, 202))
+
+    async def subscribe(
+        self, transport: str, channel: str, tally: Tally, expect: int, source: str = ""
+    ) -> Subscription:
+        """One `transport` subscriber of `channel`, from the local address `source` if given."""
+        if self.kind == "pushserver":
+            return await subscribe(self.sub, transport, channel, tally, expect, source=source)
+        path = self._path(self.sub, channel)
+        if transport == "longpoll":
+            return await poll(
+                self.sub, lambda conn: NchanLongPoller(conn, path, tally, expect), 60, source
+            )
+        if transport != "sse":
+            raise ValueError(f"nchan is measured on {TRANSPORTS}, not {transport!r}")
+        raw = get_request(path, {"Accept": "text/event-stream"})
+        return await hold(self.sub, lambda: NchanEventSource(tally, b"}\n\n"), raw, source)
+
+    async def subscribers(self, channel: str) -> int:
+        """How many subscribers the server holds on `channel` (0 before it exists)."""
+        if self.kind == "pushserver":
+            try:
+                return int((await get_json(self.sub, f"/channels/{channel}"))["subscribers"])
+            except BenchError:  # 404 until the first subscriber made the channel
+                return 0
+        conn = await connect(self.pub)
+        try:
+            path = self._path(self.pub, channel)
+            status, body = await conn.request(get_request(path, {"Accept": "application/json"}))
+        finally:
+            conn.close()
+        if status == 404:
+            return 0
+        if status != 200:
+            raise BenchError(f"GET {path}: {status} {body[:200]!r}")
+        return int(orjson.loads(body)["subscribers"])
+
+    async def wait_subscribed(self, channel: str, n: int, timeout: float = 120) -> None:
+        """Poll until the server holds `n` subscribers on `channel`."""
+        deadline = time.monotonic() + timeout
+        while (held := await self.subscribers(channel)) < n:
+            if time.monotonic() > deadline:
+                raise BenchError(f"channel {channel}: {held} of {n} subscribers after {timeout}s")
+            await asyncio.sleep(0.02)

@@ -1,0 +1,381 @@
+"""Experiment 9: one client against any server at a URL: pushserver, or nginx+nchan.
+
+Held subscribers under load: one channel, N long-poll or SSE subscribers spread over client
+processes (each on its own source address 127.0.0.x, so no process nears its 20,000 open
+files), messages published at a fixed rate; the worst publish→receipt latency, the server's CPU
+per delivery (a long-poll's re-poll included) and its resident memory per held subscriber, read
+from the server's processes in /proc (nginx: master and workers). Then the light loads: 1→1
+latency, server CPU per published message, fan-out to 100 SSE subscribers from 8 publishers.
+
+A row is invalid when the client, not the server, set its figure: a client process busy for
+most of a core, or the crowd's worst latency far above that of two probes, lone subscribers in
+client processes of their own, one subscribed before the crowd and one after (whichever end of
+its list a server serves last, one of them sees the server's whole delay and none of the
+crowd's client work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import time
+from typing import Any
+
+from pushserver_measure.machine import (
+    listening_pids,
+    resident_bytes,
+    run_seconds,
+    with_descendants,
+)
+from pushserver_measure.verdict import BUSY, CROWD_OVER_PROBE
+
+from .client import BenchError, Publisher, Tally, message_data
+from .context import Bench, channel
+from .machine import SERVER_PIDS
+from .pool import ClientPool, SubPlan, merge, spread
+from .stats import ms, percentile, rate
+from .table import Table
+from .targets import TRANSPORTS, Target
+
+SIZES = (1000, 5000, 10_000, 19_900)
+PER_PROCESS = 5000
+"""Subscribers per client process at most: a quarter of its open files."""
+SLACK = 0.02
+"""A crowd worst within this many seconds of the probe's is scheduling noise, not the client."""
+FAN_OUT_SUBSCRIBERS, FAN_OUT_PUBLISHERS = 100, 8
+
+HELD_COLUMNS = [
+    "transport",
+    "subscribers",
+    "messages",
+    "publish s",
+    "worst ms",
+    "probe worst ms",
+    "server µs/delivery",
+    "client µs/delivery",
+    "client busy %",
+    "RSS KB/subscriber",
+    "verdict",
+]
+LIGHT_COLUMNS = [
+    "measurement",
+    "transport",
+    "subscribers",
+    "messages",
+    "p50 ms",
+    "deliveries/s",
+    "server µs each",
+    "client µs each",
+    "client busy %",
+    "verdict",
+]
+
+
+class Server:
+    """The measured server's processes, read from /proc."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+        self.base = resident_bytes(pids)
+        self.peak = 0
+
+    def cpu(self) -> float:
+        return run_seconds(self.pids)
+
+    def per_subscriber(self, n: int) -> float | str:
+        """Resident KB per held subscriber, `n` of them, over the RSS at the start of the run.
+
+        Memory freed by an earlier step is reused, not returned to the system, so only a step
+        holding more subscribers than every step before it has a figure."""
+        if n <= self.peak:
+            return "n/a"
+        self.peak = n
+        return (resident_bytes(self.pids) - self.base) / n / 1024
+
+
+def server_pids(bench: Bench, url: str, target: Target) -> list[int]:
+    """`--pid`, else the server the bench started, else whoever listens on the subscribe port."""
+    if bench.pids:
+        return with_descendants(bench.pids)
+    if url in SERVER_PIDS:
+        return with_descendants([SERVER_PIDS[url]])
+    return with_descendants(listening_pids(target.endpoints[1].port))
+
+
+async def unreachable(target: Target) -> str:
+    """Why the target cannot be measured ("" when both its endpoints accept connections)."""
+    for at in target.endpoints:
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(at.host, at.port), 10)
+        except (OSError, TimeoutError) as exc:
+            return f"target unreachable at {at.host}:{at.port}: {exc or type(exc).__name__}"
+        writer.close()
+    return ""
+
+
+def sources(target: Target, n: int) -> list[str]:
+    """A loopback source address per client process (the kernel's default off loopback)."""
+    if not target.endpoints[1].host.startswith("127."):
+        return [""] * n
+    return [f"127.0.0.{2 + i % 250}" for i in range(n)]
+
+
+def judge(
+    lost: int, errors: list[str], busy: float, worst: float = 0.0, probe_worst: float = 0.0
+) -> str:
+    """ "valid", or "INVALID: " and why the row measured something else than the server."""
+    reasons = [f"{lost:,} deliveries lost"] if lost else []
+    reasons += errors[:1]
+    if busy * 100 >= BUSY:
+        reasons.append(f"client-bound: a client process used {busy:.0%} of a core")
+    if probe_worst and worst > CROWD_OVER_PROBE * probe_worst and worst - probe_worst > SLACK:
+        reasons.append(
+            f"client-bound: crowd worst {ms(worst):.0f} ms, probe {ms(probe_worst):.0f} ms"
+        )
+    return "INVALID: " + "; ".join(reasons) if reasons else "valid"
+
+
+def busiest(reports: list[dict[str, Any]], start: float) -> float:
+    """The largest share of a core a client process used from the first publish to its last
+    receipt."""
+    return max(r["cpu"] / max(r["last"] - start, 1e-6) for r in reports)
+
+
+async def publish_n(publisher: Publisher, target: Target, name: str, n: int) -> None:
+    for _ in range(n):
+        await publisher.send(target.publish(name, message_data()))
+
+
+async def held(
+    bench: Bench,
+    target: Target,
+    server: Server,
+    transport: str,
+    n: int,
+    messages: int,
+    per_s: float,
+) -> dict[str, Any]:
+    """N subscribers of one channel, the two probes among them, `messages` published at `per_s`
+    a second (N up to 19,900: pushserver holds its open-file limit less 100)."""
+    name = channel("vs")
+    shares = spread(n - 2, max(bench.processes, math.ceil(n / PER_PROCESS)))
+    addresses = sources(target, len(shares) + 2)
+
+    def pool(counts: list[int], sources: list[str]) -> ClientPool:
+        return ClientPool(
+            [
+                SubPlan(target.sub, transport, [name] * k, messages, True, 60, target, source)
+                for k, source in zip(counts, sources, strict=False)
+            ]
+        )
+
+    async with contextlib.AsyncExitStack() as stack:  # probe, crowd, probe: in this order
+        first = await stack.enter_async_context(pool([1], addresses[-2:]))
+        await target.wait_subscribed(name, 1)
+        crowd = await stack.enter_async_context(pool(shares, addresses))
+        await target.wait_subscribed(name, n - 1)
+        last = await stack.enter_async_context(pool([1], addresses[-1:]))
+        await target.wait_subscribed(name, n)
+        rss = server.per_subscriber(n)
+        publisher = await target.publisher()
+        cpu, start = server.cpu(), time.time()
+        try:
+            for i in range(messages):
+                await asyncio.sleep(max(0.0, start + i / per_s - time.time()))
+                await publisher.send(target.publish(name, message_data()))
+        finally:
+            publisher.close()
+        published = time.time() - start
+        crowds = await crowd.collect()
+        probes = [*await first.collect(), *await last.collect()]
+        server_cpu = server.cpu() - cpu
+    report = merge([*crowds, *probes])
+    lost = report["expected"] - report["received"]
+    worst = max(merge(crowds)["latencies"], default=math.nan)
+    probe_worst = max(max(p["latencies"], default=math.nan) for p in probes)
+    busy = busiest([*crowds, *probes], start)
+    received = max(1, report["received"])
+    verdict = judge(lost, report["errors"], busy, worst, probe_worst)
+    return {
+        "row": [
+            transport,
+            n,
+            messages,
+            published,
+            ms(worst),
+            ms(probe_worst),
+            1e6 * server_cpu / received,
+            1e6 * report["cpu"] / received,
+            100 * busy,
+            rss,
+            verdict,
+        ],
+        "lost": lost,
+        "errors": [] if verdict == "valid" else [f"{transport} x {n:,}: {verdict}"],
+    }
+
+
+async def one_to_one(
+    target: Target, server: Server, transport: str, messages: int
+) -> tuple[list[Any], int, list[str]]:
+    """1→1: the next message published once the last one arrived."""
+    name = channel("vs1")
+    tally = Tally(parse=True)
+    _, close = await target.subscribe(transport, name, tally, messages)
+    publisher = await target.publisher()
+    try:
+        await target.wait_subscribed(name, 1)
+        cpu, client = server.cpu(), time.process_time()
+        for i in range(1, messages + 1):
+            await publisher.send(target.publish(name, message_data()))
+            if not await tally.reach(i, 10):
+                break
+        server_cpu, client_cpu = server.cpu() - cpu, time.process_time() - client
+    finally:
+        publisher.close()
+        close()
+    lost = messages - tally.received
+    each = max(1, tally.received)
+    return (
+        [
+            "1→1 latency",
+            transport,
+            1,
+            messages,
+            ms(percentile(tally.latencies, 0.5)),
+            "",
+            1e6 * server_cpu / each,
+            1e6 * client_cpu / each,
+            "",
+            judge(lost, tally.errors, 0.0),
+        ],
+        lost,
+        tally.errors,
+    )
+
+
+async def publish_cost(target: Target, server: Server, messages: int) -> list[Any]:
+    """Server CPU per published message: one request each, nobody subscribed."""
+    publisher = await target.publisher()
+    try:
+        cpu, client = server.cpu(), time.process_time()
+        await publish_n(publisher, target, channel("vspub"), messages)
+        server_cpu, client_cpu = server.cpu() - cpu, time.process_time() - client
+    finally:
+        publisher.close()
+    return [
+        "publish, no subscriber",
+        "",
+        0,
+        messages,
+        "",
+        "",
+        1e6 * server_cpu / messages,
+        1e6 * client_cpu / messages,
+        "",
+        "valid",
+    ]
+
+
+async def fan_out(
+    bench: Bench, target: Target, server: Server, messages: int
+) -> tuple[list[Any], int, list[str]]:
+    """SSE fan-out: 8 publishers, one message per request, to 100 subscribers of one channel."""
+    name = channel("vsfan")
+    shares = spread(FAN_OUT_SUBSCRIBERS, bench.processes)
+    plans = [
+        SubPlan(target.sub, "sse", [name] * k, messages, False, 60, target, a)
+        for k, a in zip(shares, sources(target, len(shares)), strict=True)
+    ]
+    async with ClientPool(plans) as pool:
+        await target.wait_subscribed(name, FAN_OUT_SUBSCRIBERS)
+        publishers = [await target.publisher() for _ in range(FAN_OUT_PUBLISHERS)]
+        cpu, start = server.cpu(), time.time()
+        try:
+            await asyncio.gather(
+                *(
+                    publish_n(p, target, name, k)
+                    for p, k in zip(publishers, spread(messages, len(publishers)), strict=False)
+                )
+            )
+        finally:
+            for p in publishers:
+                p.close()
+        reports = await pool.collect()
+        server_cpu = server.cpu() - cpu
+    report = merge(reports)
+    lost = report["expected"] - report["received"]
+    received = max(1, report["received"])
+    busy = busiest(reports, start)
+    return (
+        [
+            "fan-out, 8 publishers",
+            "sse",
+            FAN_OUT_SUBSCRIBERS,
+            messages,
+            "",
+            rate(report["received"], report["last"] - start),
+            1e6 * server_cpu / received,
+            1e6 * report["cpu"] / received,
+            100 * busy,
+            judge(lost, report["errors"], busy),
+        ],
+        lost,
+        report["errors"],
+    )
+
+
+def light_row(table: Table, result: tuple[list[Any], int, list[str]]) -> None:
+    row, lost, errors = result
+    invalid = [] if row[-1] == "valid" else [f"{row[0]} {row[1]}: {row[-1]}"]
+    table.add(*row, lost=lost, errors=[*invalid, *errors])
+
+
+async def run(bench: Bench) -> list[Table]:
+    with bench.server() as url:
+        target = Target.of(bench.target, url, bench.pub_url, bench.sub_url)
+        where = f"{target.kind} (publish {target.pub}, subscribe {target.sub})"
+        loads = Table(9, f"held subscribers under load: {where}", HELD_COLUMNS)
+        light = Table(9, f"1→1, publish cost, fan-out: {where}", LIGHT_COLUMNS)
+        problem = await unreachable(target)
+        pids = [] if problem else server_pids(bench, url, target)
+        if not problem and not pids:
+            problem = f"no process listens on port {target.endpoints[1].port}: give --pid"
+        if problem:
+            loads.errors.append(problem)
+            return [loads]
+        server = Server(pids)
+        sizes = bench.subscribers or ([200] if bench.quick else list(SIZES))
+        messages, per_s = bench.size(20, 4), 2.0 if not bench.quick else 10.0
+        loads.notes += [
+            f"one channel; {messages} messages of 100 bytes at {per_s:g}/s per step; worst = "
+            "publish→receipt over every subscriber; two of them are probes, each in a client "
+            "process of its own, one subscribed before the others and one after",
+            f"server CPU and RSS from /proc of PIDs {pids}; client CPU: every client process; "
+            "RSS per subscriber: over the RSS at the start, n/a after a step that held as many",
+            f"1-minute load average at the start: {os.getloadavg()[0]:.2f}",
+        ]
+        for transport in bench.transports or TRANSPORTS:
+            for n in sizes:
+                try:
+                    step = await held(bench, target, server, transport, n, messages, per_s)
+                except (BenchError, OSError, RuntimeError) as exc:  # the next size may still run
+                    failed = f"INVALID: {type(exc).__name__}: {exc}"
+                    row = [transport, n, messages, *[""] * (len(HELD_COLUMNS) - 4), failed]
+                    loads.add(*row, lost=n * messages, errors=[f"{transport} x {n:,}: {failed}"])
+                    continue
+                loads.add(*step["row"], lost=step["lost"], errors=step["errors"])
+        light.notes += [
+            "1→1: the next message published once the last arrived; publish: one POST per "
+            f"message, keep-alive; fan-out: {FAN_OUT_SUBSCRIBERS} SSE subscribers over "
+            f"{bench.processes} client processes, {FAN_OUT_PUBLISHERS} publishers; "
+            "server µs each = server CPU per delivery (per message for publish)",
+            f"1-minute load average at the start: {os.getloadavg()[0]:.2f}",
+        ]
+        for transport in TRANSPORTS:
+            light_row(light, await one_to_one(target, server, transport, bench.size(2000, 20)))
+        light.add(*await publish_cost(target, server, bench.size(5000, 50)))
+        light_row(light, await fan_out(bench, target, server, bench.size(3000, 20)))
+    return [loads, light]

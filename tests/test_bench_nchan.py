@@ -1,0 +1,102 @@
+"""Experiment 9 of `pushserver-bench`, quick, against a pushserver and against a real
+nginx+nchan configured with exactly the `nchan.conf` of docs/performance.md, both started by the
+test; and against a URL where nothing listens."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pushserver.launcher import ServerProcess
+from pushserver_measure.ports import free_port
+
+from .nginx import Nginx
+from .system import ensure_file
+from .test_bench import run_bench
+
+DOC = Path(__file__).parent.parent / "docs" / "performance.md"
+DOC_LISTEN = "listen 127.0.0.1:8090;"
+NCHAN_MODULE = Path("/usr/lib/nginx/modules/ngx_nchan_module.so")
+
+
+def documented_conf(port: int) -> str:
+    """The one nginx block of docs/performance.md, listening on `port`."""
+    blocks = re.findall(r"```nginx\n(.*?)```", DOC.read_text(), re.S)
+    assert len(blocks) == 1, "docs/performance.md must hold exactly one nginx block"
+    assert blocks[0].count(DOC_LISTEN) == 1
+    return blocks[0].replace(DOC_LISTEN, f"listen 127.0.0.1:{port};")
+
+
+@pytest.fixture
+def nchan(tmp_path: Path):
+    ensure_file(NCHAN_MODULE, "libnginx-mod-nchan")
+    port = free_port()
+    nginx = Nginx(tmp_path / "nchan", documented_conf(port), port)
+    yield nginx
+    nginx.stop()
+
+
+def quick_tables(tmp_path: Path, *args: str) -> list[dict]:
+    out = tmp_path / "bench.json"
+    proc = run_bench("--only", "9", "--quick", "--json", str(out), *args, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["lost"] == 0
+    return result["tables"]
+
+
+def check_figures(tables: list[dict]) -> None:
+    """Every delivery arrived, every row is valid and every figure is there and positive."""
+    loads, light = tables
+    for table in tables:
+        assert table["lost"] == 0 and table["errors"] == [], table
+    columns = loads["columns"]
+    assert [(r[0], r[1]) for r in loads["rows"]] == [("longpoll", 200), ("sse", 200)]
+    for row in loads["rows"]:
+        figures = dict(zip(columns, row, strict=True))
+        assert figures["verdict"] == "valid" and figures["lost"] == 0, figures
+        for name in columns[2:9]:
+            assert figures[name] > 0, (name, figures)
+    # The second step holds no more than the first: its memory is the first's, reused.
+    rss = [r[columns.index("RSS KB/subscriber")] for r in loads["rows"]]
+    assert rss[0] > 0 and rss[1] == "n/a", rss
+    columns = light["columns"]
+    rows = {(r[0], r[1]): dict(zip(columns, r, strict=True)) for r in light["rows"]}
+    assert list(rows) == [
+        ("1→1 latency", "longpoll"),
+        ("1→1 latency", "sse"),
+        ("publish, no subscriber", ""),
+        ("fan-out, 8 publishers", "sse"),
+    ]
+    for (measurement, _), figures in rows.items():
+        assert figures["verdict"] == "valid" and figures["lost"] == 0, figures
+        assert figures["server µs each"] > 0 and figures["client µs each"] > 0, figures
+        if measurement == "1→1 latency":
+            assert figures["p50 ms"] > 0, figures
+    assert rows[("fan-out, 8 publishers", "sse")]["deliveries/s"] > 0
+
+
+def test_quick_against_a_pushserver(tmp_path: Path) -> None:
+    with ServerProcess() as server:
+        check_figures(quick_tables(tmp_path, "--url", server.url))
+
+
+def test_quick_against_nginx_nchan(tmp_path: Path, nchan: Nginx) -> None:
+    tables = quick_tables(tmp_path, "--target", "nchan", "--url", f"http://127.0.0.1:{nchan.port}")
+    assert "nchan" in tables[0]["title"]
+    check_figures(tables)
+
+
+def test_an_unreachable_target_fails_the_run() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    proc = run_bench("--only", "9", "--quick", "--target", "nchan", "--url", url, timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"target unreachable at 127.0.0.1:{url.rsplit(':', 1)[1]}" in proc.stdout
+
+
+def test_nchan_goes_only_with_experiment_9() -> None:
+    proc = run_bench("--only", "1", "--target", "nchan", "--url", "http://127.0.0.1:1")
+    assert proc.returncode == 2 and "--target nchan goes with --only 9" in proc.stderr
