@@ -377,6 +377,16 @@ async def edge_scenario() -> None:
         for request, status in (
             (get("/lp/x", headers=f"X-Big: {'y' * 9000}\r\n"), b"431"),
             (b"NOT HTTP AT ALL\r\n\r\n", b"400"),
+            (
+                get("/lp/x", headers="Authorization: Bearer a\r\nAuthorization: Bearer b\r\n"),
+                b"400",
+            ),
+            (get("/healthz", headers="Host: y\r\n"), b"400"),  # a second Host (RFC 9112 3.2)
+            (
+                b"POST /pub/x HTTP/1.1\r\nHost: x\r\nIdempotency-Key: a\r\n"
+                b"Idempotency-Key: b\r\nContent-Length: 2\r\n\r\n{}",
+                b"400",
+            ),
         ):
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(request)

@@ -34,7 +34,10 @@ def test_js_client_suite() -> None:
         text=True,
         timeout=240,
     )
-    report = result.stdout[-8000:] + result.stderr[-4000:]
+    failures = re.findall(
+        r"^ *not ok .*(?:\n(?! *(?:not )?ok ).*){0,40}", result.stdout, re.MULTILINE
+    )
+    report = "\n".join(failures)[:8000] + result.stdout[-4000:] + result.stderr[-4000:]
     assert result.returncode == 0, report
     passed = re.search(r"^# pass (\d+)$", result.stdout, re.MULTILINE)
     failed = re.search(r"^# fail (\d+)$", result.stdout, re.MULTILINE)

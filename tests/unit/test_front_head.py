@@ -53,6 +53,9 @@ def test_query_and_headers() -> None:
         (b"GET / HTTP/1.1\r\nX-Big: " + b"a" * 100 + b"\r\n\r\n", 431),
         (b"NOT HTTP\r\n\r\n", 400),
         (b"GET http://elsewhere/ HTTP/1.1\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nAuthorization: a\r\nauthorization: a\r\n\r\n", 400),
+        (b"POST /pub/a HTTP/1.1\r\nIdempotency-Key: k\r\nIdempotency-Key: j\r\n\r\n", 400),
     ],
 )
 def test_refused_heads_leave_the_parser_usable(raw: bytes, status: int) -> None:

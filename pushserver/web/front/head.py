@@ -9,6 +9,22 @@ import httptools
 
 HEAD_END = b"\r\n\r\n"
 
+SINGLE = frozenset(
+    (
+        "host",
+        "authorization",
+        "content-length",
+        "content-type",
+        "idempotency-key",
+        "last-event-id",
+        "origin",
+        "sec-websocket-key",
+        "sec-websocket-version",
+    )
+)
+"""Headers the server reads that hold one value: sent twice, the request is ambiguous (which
+token, which key?) and refused with 400 (RFC 9110 section 5.3; for Host, RFC 9112 section 3.2)."""
+
 
 class HeadError(Exception):
     """A head the front end refuses before routing it: `status` and the sentence to send."""
@@ -28,7 +44,8 @@ class RequestHead:
     query: dict[str, str]
     """The first value of each query parameter, as aiohttp's `request.query.get` gives it."""
     headers: dict[str, str]
-    """Lower-cased names; a repeated header's values joined with ", "."""
+    """Lower-cased names; a repeated list header's values joined with ", " (one of `SINGLE`
+    repeated is refused)."""
     version: str
     keep_alive: bool
     body_length: int
@@ -104,7 +121,12 @@ class HeadParser:
                 raise HeadError(431, f"request header longer than {self.max_field} bytes")
             name = raw_name.decode("latin-1").lower()
             value = raw_value.decode("latin-1")
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+            if name not in headers:
+                headers[name] = value
+            elif name in SINGLE:
+                raise HeadError(400, f"the {name} header is sent more than once")
+            else:
+                headers[name] = f"{headers[name]}, {value}"
         target = self.url.decode("latin-1")
         path, _, query = target.partition("?")
         if not path.startswith("/"):
