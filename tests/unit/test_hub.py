@@ -284,9 +284,8 @@ async def test_connection_counts_per_address_go_back_to_nothing(hub):
 async def test_a_cursor_past_the_pending_flush_gets_nothing_twice(hub):
     """A re-poll landing on a node that has a message (from the shared broker) not yet flushed,
     with a cursor (from another node) already past it: the message goes out first."""
-    await hub.open(["a"], {})
+    late = await waiter(hub, ["a"])  # held before the message: must get it
     hub.append(Message("a", "E1", 1, time.time(), b'"one"'))  # pending: flushed at loop's turn
-    late = await waiter(hub, ["a"])  # joined before the message: must get it
     ahead = FakeWaiter(await start(hub, ["a"], {"a": Position("E1", 1)}))
     hub.add_waiter(ahead)
     await asyncio.sleep(0)
