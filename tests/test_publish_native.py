@@ -12,6 +12,7 @@ import asyncio
 import gc
 import json
 import logging
+import time
 
 import pytest
 import uvloop
@@ -175,6 +176,67 @@ async def refused_before_body() -> None:
         writer.close()
 
 
+class Recording:
+    """A server-side transport that notes, at each write, how many SSE deliveries the hub had
+    written by then."""
+
+    def __init__(self, transport, state, seen: list[int]) -> None:
+        self.transport, self.state, self.seen = transport, state, seen
+
+    def write(self, data: bytes) -> None:
+        self.seen.append(self.state.hub.stats.delivered["sse"])
+        self.transport.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self.transport, name)
+
+
+async def repeated_heads() -> None:
+    """A publisher sending one head again and again (bodies of one length): each publish is its
+    own, a refusal between them keeps the connection, and HTTP/1.0 keep-alive is answered as
+    such. A subscriber held on the channel has been written to before the publisher's 201."""
+    async with in_process() as (state, _, port):
+        sse, sse_writer = await asyncio.open_connection("127.0.0.1", port)
+        sse_writer.write(get("/sse/rh"))
+        await read_until(sse, b"\r\n\r\n")
+        await until(lambda: state.hub.audience("rh") == 1, "the subscriber held")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        port_here = writer.get_extra_info("sockname")[1]
+
+        def publisher() -> list[FrontProtocol]:
+            return [
+                c for c in connections() if c.transport.get_extra_info("peername")[1] == port_here
+            ]
+
+        await until(publisher, "the publisher's connection accepted")
+        [conn] = publisher()
+        delivered_at_answer: list[int] = []
+        conn.transport = Recording(conn.transport, state, delivered_at_answer)
+        writer.write(publish("/pub/rh", b'"a"') + publish("/pub/rh", b'"b"'))
+        for n in (1, 2):
+            assert await created(reader) == {
+                "channel": "rh",
+                "id": n,
+                "ts": pytest.approx(time.time(), abs=60),
+                "subscribers": 1,
+            }
+        assert delivered_at_answer == [1, 2]  # each delivery written before its answer
+        writer.write(publish("/pub/rh", b"{x}") + publish("/pub/rh", b'"c"'))
+        assert (await refused(reader, b"400"))[1] == "bad_json"
+        assert (await created(reader))["id"] == 3
+        old = publish("/pub/rh", b'"d"', "Connection: keep-alive\r\n").replace(
+            b"HTTP/1.1", b"HTTP/1.0"
+        )
+        for n in (4, 5):
+            writer.write(old)
+            head, body = await read_response(reader)
+            assert head.startswith(b"HTTP/1.0 201 Created\r\n"), head
+            assert b"Connection: keep-alive\r\n" in head and json.loads(body)["id"] == n
+        assert history(state, "rh") == [b'"a"', b'"b"', b'"c"', b'"d"', b'"d"']
+        writer.close()
+        sse_writer.close()
+
+
 class Lines(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
@@ -219,8 +281,15 @@ async def cors_and_log() -> None:
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 @pytest.mark.parametrize(
     "run",
-    [pipelined, cut_and_slow, chunked_and_continue, refused_before_body, cors_and_log],
-    ids=["pipelined", "cut", "chunked", "refused", "cors"],
+    [
+        pipelined,
+        cut_and_slow,
+        chunked_and_continue,
+        refused_before_body,
+        repeated_heads,
+        cors_and_log,
+    ],
+    ids=["pipelined", "cut", "chunked", "refused", "repeated", "cors"],
 )
 def test_native_publish(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop
