@@ -147,6 +147,21 @@ async def chunked_and_continue() -> None:
         writer.close()
 
 
+async def bodies_of_many_reads() -> None:
+    """Bodies written whole but read in several pieces, uvloop reading them one after another
+    before any task runs: every piece reaches the body, for one message and for a batch."""
+    async with in_process(max_message_bytes=1 << 20) as (state, _, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        one = b'"' + b"x" * 700_000 + b'"'
+        batch = json.dumps([{"channel": "mr", "data": "y" * 8000}] * 60).encode()
+        for n in (1, 2):
+            writer.write(publish("/pub/mr", one) + publish("/pub", batch))
+            assert (await created(reader))["id"] == 61 * n - 60
+            assert [r["id"] for r in await created(reader)][-1] == 61 * n
+        assert history(state, "mr")[-61] == one and len(history(state, "mr")[-1]) == 8002
+        writer.close()
+
+
 async def refused_before_body() -> None:
     """A refusal sent before the body was read closes the connection (the client reads the
     answer first); one sent after it keeps the connection."""
@@ -285,11 +300,12 @@ async def cors_and_log() -> None:
         pipelined,
         cut_and_slow,
         chunked_and_continue,
+        bodies_of_many_reads,
         refused_before_body,
         repeated_heads,
         cors_and_log,
     ],
-    ids=["pipelined", "cut", "chunked", "refused", "repeated", "cors"],
+    ids=["pipelined", "cut", "chunked", "reads", "refused", "repeated", "cors"],
 )
 def test_native_publish(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop

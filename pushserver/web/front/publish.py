@@ -70,6 +70,7 @@ def handle(conn: FrontProtocol, head: RequestHead) -> Awaitable[None] | None:
         publishing.admit(state, conn.remote(head), _aiohttp_text(head.headers.get("authorization")))
         channel = "" if batch else parse_channel(head.path[len(ONE) :])
         if not body.whole:
+            body.start()
             return _publish(conn, head, body, channel, None)
         items = _items(conn, head, channel, body.take())
         published = state.hub.publish_now(items)
@@ -224,9 +225,9 @@ class Body:
         if self.size > self.limit:
             self._fail(publishing.too_large(self.limit))
 
-    async def read(self) -> bytes:
-        """The whole body; raises its refusal (413, 400), or ConnectionError when the client
-        leaves or stalls first."""
+    def start(self) -> None:
+        """The request is admitted: take the rest of the body as it comes (`Expect` answered).
+        Called before the handler returns to the connection, which may read more at once."""
         if self.left and self.failure is None:
             conn = self.conn
             if self.expect:
@@ -234,6 +235,11 @@ class Body:
             self.waiter = conn.front.loop.create_future()
             conn.hold(self, conn.front.timeout)
             conn.take_body(self.feed)
+
+    async def read(self) -> bytes:
+        """The whole body once `start`ed; raises its refusal (413, 400), or ConnectionError
+        when the client leaves or stalls first."""
+        if self.waiter is not None:
             await self.waiter
         return self.take()
 
