@@ -12,6 +12,7 @@ import asyncio
 import gc
 import json
 import logging
+import time
 
 import pytest
 import uvloop
@@ -146,6 +147,21 @@ async def chunked_and_continue() -> None:
         writer.close()
 
 
+async def bodies_of_many_reads() -> None:
+    """Bodies written whole but read in several pieces, uvloop reading them one after another
+    before any task runs: every piece reaches the body, for one message and for a batch."""
+    async with in_process(max_message_bytes=1 << 20) as (state, _, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        one = b'"' + b"x" * 700_000 + b'"'
+        batch = json.dumps([{"channel": "mr", "data": "y" * 8000}] * 60).encode()
+        for n in (1, 2):
+            writer.write(publish("/pub/mr", one) + publish("/pub", batch))
+            assert (await created(reader))["id"] == 61 * n - 60
+            assert [r["id"] for r in await created(reader)][-1] == 61 * n
+        assert history(state, "mr")[-61] == one and len(history(state, "mr")[-1]) == 8002
+        writer.close()
+
+
 async def refused_before_body() -> None:
     """A refusal sent before the body was read closes the connection (the client reads the
     answer first); one sent after it keeps the connection."""
@@ -173,6 +189,67 @@ async def refused_before_body() -> None:
         assert (await created(reader))["id"] == 1
         assert history(state, "big") == [b'"small"']
         writer.close()
+
+
+class Recording:
+    """A server-side transport that notes, at each write, how many SSE deliveries the hub had
+    written by then."""
+
+    def __init__(self, transport, state, seen: list[int]) -> None:
+        self.transport, self.state, self.seen = transport, state, seen
+
+    def write(self, data: bytes) -> None:
+        self.seen.append(self.state.hub.stats.delivered["sse"])
+        self.transport.write(data)
+
+    def __getattr__(self, name: str):
+        return getattr(self.transport, name)
+
+
+async def repeated_heads() -> None:
+    """A publisher sending one head again and again (bodies of one length): each publish is its
+    own, a refusal between them keeps the connection, and HTTP/1.0 keep-alive is answered as
+    such. A subscriber held on the channel has been written to before the publisher's 201."""
+    async with in_process() as (state, _, port):
+        sse, sse_writer = await asyncio.open_connection("127.0.0.1", port)
+        sse_writer.write(get("/sse/rh"))
+        await read_until(sse, b"\r\n\r\n")
+        await until(lambda: state.hub.audience("rh") == 1, "the subscriber held")
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        port_here = writer.get_extra_info("sockname")[1]
+
+        def publisher() -> list[FrontProtocol]:
+            return [
+                c for c in connections() if c.transport.get_extra_info("peername")[1] == port_here
+            ]
+
+        await until(publisher, "the publisher's connection accepted")
+        [conn] = publisher()
+        delivered_at_answer: list[int] = []
+        conn.transport = Recording(conn.transport, state, delivered_at_answer)
+        writer.write(publish("/pub/rh", b'"a"') + publish("/pub/rh", b'"b"'))
+        for n in (1, 2):
+            assert await created(reader) == {
+                "channel": "rh",
+                "id": n,
+                "ts": pytest.approx(time.time(), abs=60),
+                "subscribers": 1,
+            }
+        assert delivered_at_answer == [1, 2]  # each delivery written before its answer
+        writer.write(publish("/pub/rh", b"{x}") + publish("/pub/rh", b'"c"'))
+        assert (await refused(reader, b"400"))[1] == "bad_json"
+        assert (await created(reader))["id"] == 3
+        old = publish("/pub/rh", b'"d"', "Connection: keep-alive\r\n").replace(
+            b"HTTP/1.1", b"HTTP/1.0"
+        )
+        for n in (4, 5):
+            writer.write(old)
+            head, body = await read_response(reader)
+            assert head.startswith(b"HTTP/1.0 201 Created\r\n"), head
+            assert b"Connection: keep-alive\r\n" in head and json.loads(body)["id"] == n
+        assert history(state, "rh") == [b'"a"', b'"b"', b'"c"', b'"d"', b'"d"']
+        writer.close()
+        sse_writer.close()
 
 
 class Lines(logging.Handler):
@@ -219,8 +296,16 @@ async def cors_and_log() -> None:
 @pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
 @pytest.mark.parametrize(
     "run",
-    [pipelined, cut_and_slow, chunked_and_continue, refused_before_body, cors_and_log],
-    ids=["pipelined", "cut", "chunked", "refused", "cors"],
+    [
+        pipelined,
+        cut_and_slow,
+        chunked_and_continue,
+        bodies_of_many_reads,
+        refused_before_body,
+        repeated_heads,
+        cors_and_log,
+    ],
+    ids=["pipelined", "cut", "chunked", "reads", "refused", "repeated", "cors"],
 )
 def test_native_publish(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop

@@ -81,6 +81,11 @@ class Broker(Protocol):
         item whose key was seen on its channel is not published: its original result is
         returned. Raises `OutcomeUnknown` when the broker may have published without saying."""
 
+    def publish_now(self, items: Sequence[Item]) -> list[tuple[Message, int]] | None:
+        """`publish` when it needs no wait (the broker holds the ids itself): its result then;
+        None, having done nothing, when the caller must await `publish`. Lets a publish whose
+        body is at hand be answered without a task."""
+
     async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
         """Make sure the sink holds the current state of these channels, for a new subscription.
 

@@ -62,6 +62,11 @@ class Channel(Generic[S, W]):
         return is_unstarted(self.epoch)
 
     @property
+    def held(self) -> bool:
+        """Whether anyone is held on the channel here (`subscriber_count` > 0, found sooner)."""
+        return bool(self.waiters or self.multi or any(self.streams.values()))
+
+    @property
     def subscriber_count(self) -> int:
         return sum(map(len, self.streams.values())) + len(self.waiters) + len(self.multi)
 

@@ -115,6 +115,15 @@ class Hub:
         `(channel, data)` pair is an item without an idempotency key."""
         return await self.broker.publish([Item(*item) for item in items])
 
+    def publish_now(self, items: Sequence[Item]) -> list[tuple[Message, int]] | None:
+        """`publish` when the broker needs no wait for it; None (nothing done) otherwise."""
+        return self.broker.publish_now(items)
+
+    @property
+    def flushing(self) -> bool:
+        """Whether a flush is due: an answer written now would go out before its deliveries."""
+        return bool(self._dirty)
+
     async def open(
         self, names: Sequence[str], positions: Mapping[str, Position]
     ) -> list[LocalChannel]:
@@ -234,12 +243,18 @@ class Hub:
 
     def dispatch(self, messages: Iterable[Message]) -> None:
         """Queue messages (in id order per channel) for the next flush: at the end of this loop
-        iteration, or up to `flush_delay` after the last flush when that one was costly."""
+        iteration, or up to `flush_delay` after the last flush when that one was costly. A
+        message of a channel nobody is held on is fanned out at once: to no one."""
         channels = self.channels
         seq = self._seq
         for m in messages:
             ch = channels.get(m.channel)
             if ch is None:
+                continue
+            m.seq = next(seq)
+            self.stats.messages_in += 1
+            if not ch.pending and not ch.held:
+                ch.mark_sent(m)  # nobody to write to: no flush to wait for
                 continue
             if not ch.pending:
                 if not self._dirty:
@@ -249,10 +264,8 @@ class Hub:
                     else:
                         self._loop.call_soon(self._flush)
                 self._dirty.append(ch)
-            m.seq = next(seq)
             ch.pending.append(m)
             self._batch.append(m)
-            self.stats.messages_in += 1
 
     def _flush(self) -> None:
         started = time.perf_counter()

@@ -17,9 +17,10 @@ ENVELOPE_TAIL = b'"}'
 
 
 class Message:
-    """One published message; `head` is the envelope up to its cursor, shared by all framings."""
+    """One published message. Its envelope up to the cursor (shared by all framings) is made
+    when first needed: a message nobody receives costs no encoding."""
 
-    __slots__ = ("channel", "data", "epoch", "head", "id", "position", "seq", "ts")
+    __slots__ = ("_head", "channel", "data", "epoch", "id", "position", "seq", "ts")
 
     def __init__(self, channel: str, epoch: str, id: int, ts: float, data: bytes) -> None:
         self.channel = channel
@@ -31,16 +32,19 @@ class Message:
         """Arrival order on this server across channels, set by the hub; orders multi-channel
         deliveries the way they were published."""
         self.position = cursor_part(channel, epoch, id)
-        self.head = b'{"channel":%b,"id":%d,"ts":%b,"data":%b,"cursor":"' % (
-            orjson.dumps(channel),
-            id,
-            orjson.dumps(round(ts, 6)),
-            data,
-        )
+        self._head: bytes | None = None
 
     def body(self, cursor: bytes) -> bytes:
         """The envelope, carrying the subscription's cursor after this message."""
-        return self.head + cursor + ENVELOPE_TAIL
+        head = self._head
+        if head is None:
+            head = self._head = b'{"channel":%b,"id":%d,"ts":%b,"data":%b,"cursor":"' % (
+                orjson.dumps(self.channel),
+                self.id,
+                orjson.dumps(round(self.ts, 6)),
+                self.data,
+            )
+        return head + cursor + ENVELOPE_TAIL
 
 
 class Gap:

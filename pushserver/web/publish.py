@@ -34,11 +34,13 @@ async def publish_one(request: web.Request) -> web.Response:
     body = await read_body(request, publishing.body_limit(state.settings, batch=False))
     key = request.headers.get("Idempotency-Key")
     as_json = publishing.is_json(request.content_type.lower())
-    return _created(await publishing.publish_one(state, channel, body, key, as_json))
+    items = publishing.one_item(channel, body, key, as_json)
+    return _created(await publishing.publish(state, items, batch=False))
 
 
 async def publish_batch(request: web.Request) -> web.Response:
     state = request.app[STATE]
     publishing.admit(state, request.remote, request.headers.get("Authorization"))
     body = await read_body(request, publishing.body_limit(state.settings, batch=True))
-    return _created(await publishing.publish_batch(state, body))
+    items = publishing.batch_items(body, state.settings)
+    return _created(await publishing.publish(state, items, batch=True))

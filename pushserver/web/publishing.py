@@ -68,18 +68,14 @@ def _result(message: Message, subscribers: int) -> dict[str, Any]:
     }
 
 
-async def publish_one(
-    state: ServerState, channel: str, body: bytes, key: str | None, as_json: bool
-) -> bytes:
-    """`POST /pub/{channel}` once its body is read (`channel` already checked): the 201 body."""
+def one_item(channel: str, body: bytes, key: str | None, as_json: bool) -> list[Item]:
+    """`POST /pub/{channel}`'s message once its body is read (`channel` already checked)."""
     key = check_key(key, "Idempotency-Key")
-    data = encode_data(body, as_json)
-    [(message, subscribers)] = await state.hub.publish([Item(channel, data, key)])
-    return orjson.dumps(_result(message, subscribers))
+    return [Item(channel, encode_data(body, as_json), key)]
 
 
-def _batch_items(body: bytes, settings: Settings) -> list[Item]:
-    """Every item of a batch, validated before anything is published."""
+def batch_items(body: bytes, settings: Settings) -> list[Item]:
+    """`POST /pub`'s messages once its body is read, each validated before any is published."""
     try:
         items = orjson.loads(body)
     except orjson.JSONDecodeError as exc:
@@ -104,7 +100,14 @@ def _batch_items(body: bytes, settings: Settings) -> list[Item]:
     return batch
 
 
-async def publish_batch(state: ServerState, body: bytes) -> bytes:
-    """`POST /pub` once its body is read: the 201 body."""
-    published = await state.hub.publish(_batch_items(body, state.settings))
-    return orjson.dumps([_result(m, n) for m, n in published])
+def created(published: list[tuple[Message, int]], batch: bool) -> bytes:
+    """The 201 body: one result for `POST /pub/{channel}`, a list of them for `POST /pub`."""
+    if batch:
+        return orjson.dumps([_result(m, n) for m, n in published])
+    [(message, subscribers)] = published
+    return orjson.dumps(_result(message, subscribers))
+
+
+async def publish(state: ServerState, items: list[Item], batch: bool) -> bytes:
+    """Publish `items` (from `one_item` or `batch_items`): the 201 body."""
+    return created(await state.hub.publish(items), batch)

@@ -14,6 +14,7 @@ import orjson
 import pytest
 
 from pushserver.broker.memory import MemoryBroker
+from pushserver.core.broker import Item
 from pushserver.core.hub import Hub
 from pushserver.core.messages import Message
 from pushserver.core.positions import Position
@@ -284,9 +285,8 @@ async def test_connection_counts_per_address_go_back_to_nothing(hub):
 async def test_a_cursor_past_the_pending_flush_gets_nothing_twice(hub):
     """A re-poll landing on a node that has a message (from the shared broker) not yet flushed,
     with a cursor (from another node) already past it: the message goes out first."""
-    await hub.open(["a"], {})
+    late = await waiter(hub, ["a"])  # held before the message: must get it
     hub.append(Message("a", "E1", 1, time.time(), b'"one"'))  # pending: flushed at loop's turn
-    late = await waiter(hub, ["a"])  # joined before the message: must get it
     ahead = FakeWaiter(await start(hub, ["a"], {"a": Position("E1", 1)}))
     hub.add_waiter(ahead)
     await asyncio.sleep(0)
@@ -294,3 +294,28 @@ async def test_a_cursor_past_the_pending_flush_gets_nothing_twice(hub):
     assert [m["id"] for m in orjson.loads(late.answers[0])["messages"]] == [1]
     await hub.publish([("a", b'"two"')])
     assert [m["id"] for m in orjson.loads(ahead.answers[0])["messages"]] == [2]
+
+
+async def test_a_message_nobody_is_held_on_is_sent_at_once_and_kept(hub):
+    """No flush waits for a channel with no subscriber; the history still has the message for
+    a subscriber that comes with a cursor from before it."""
+    [(message, audience)] = hub.publish_now([Item("quiet", b'"one"')])
+    ch = hub.channels["quiet"]
+    assert audience == 0 and not hub.flushing and not ch.pending
+    assert (ch.sent_id, ch.sent_position) == (1, message.position)
+    assert hub.stats.messages_in == 1 and hub.stats.delivered == {}
+    before = {"quiet": Position(ch.born, 0)}
+    events, _ = hub.backlog(await hub.open(["quiet"], before), before, 0)
+    assert events == [message]
+
+
+async def test_publish_now_leaves_the_deliveries_to_the_flush_it_makes_due(hub):
+    """The memory broker publishes at once; with a subscriber held, the flush is due and
+    writes on the loop's turn (the front end answers the publisher after it)."""
+    sub = await stream(hub, ["a"])
+    [(message, audience)] = hub.publish_now([Item("a", b'"one"', "k")])
+    assert audience == 1 and message.id == 1 and hub.flushing and sub.transport.writes == []
+    await asyncio.sleep(0)
+    assert not hub.flushing and [m["id"] for m in sub.transport.lines()] == [1]
+    [(again, _)] = hub.publish_now([Item("a", b'"one"', "k")])  # a repeated key: nothing new
+    assert again.id == 1 and not hub.flushing

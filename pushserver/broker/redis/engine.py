@@ -157,6 +157,9 @@ class RedisBroker(Reporting):
 
     # -- publishing ---------------------------------------------------------------------------
 
+    def publish_now(self, items: Sequence[Item]) -> None:
+        return None  # ids come from Redis: always a wait
+
     async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
         if not self.link.up:
             raise _down()

@@ -3,6 +3,7 @@ long-poll answer the fan-out writes to every plain waiter."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable
 from email.utils import formatdate
@@ -37,31 +38,66 @@ def head(
     """A response head as aiohttp would write it: `Content-Length` when `length` is known,
     chunked transfer on HTTP/1.1 when asked, and `Connection` only where the version's default
     does not already say what happens next."""
+    length_text = None if length is None else str(length)
+    return _head(status, headers, version, keep_alive, length_text, chunked, http_date()).encode(
+        "latin-1"
+    )
+
+
+def _head(
+    status: int,
+    headers: Iterable[tuple[str, str]],
+    version: str,
+    keep_alive: bool,
+    length: str | None,
+    chunked: bool,
+    date: str,
+) -> str:
     lines = [f"HTTP/{version} {status} {HTTPStatus(status).phrase}"]
     lines.extend(f"{name}: {value}" for name, value in headers)
     if length is not None:
         lines.append(f"Content-Length: {length}")
     elif chunked and version == "1.1":
         lines.append("Transfer-Encoding: chunked")
-    lines.append(f"Date: {http_date()}")
+    lines.append(f"Date: {date}")
     lines.append(f"Server: {SERVER}")
     if keep_alive and version == "1.0":
         lines.append("Connection: keep-alive")
     elif not keep_alive and version == "1.1":
         lines.append("Connection: close")
     lines.append("\r\n")
-    return "\r\n".join(lines).encode("latin-1")
+    return "\r\n".join(lines)
 
 
-_PLAIN = (
-    "HTTP/1.1 200 OK\r\nCache-Control: no-cache, no-store\r\nContent-Type: application/json\r\n"
-    "Content-Length: %d\r\nDate: %s\r\nServer: " + SERVER + "\r\n\r\n"
-)
+@functools.cache
+def _template(
+    status: int, headers: tuple[tuple[str, str], ...], version: str, keep_alive: bool
+) -> str:
+    """`head` for a body of any length: `%d` where its length goes, `%s` where the date goes."""
+    escaped = [(name, value.replace("%", "%%")) for name, value in headers]
+    return _head(status, escaped, version, keep_alive, "%d", False, "%s")
+
+
+def whole(
+    status: int,
+    headers: tuple[tuple[str, str], ...],
+    version: str,
+    keep_alive: bool,
+    body: bytes,
+) -> bytes:
+    """`head` and `body` together, from a head made once per kind of answer (only the length
+    and the date are filled in)."""
+    return (_template(status, headers, version, keep_alive) % (len(body), http_date())).encode(
+        "latin-1"
+    ) + body
+
+
+_PLAIN = _template(200, (NO_CACHE, JSON), "1.1", True)
 
 
 def json_answer(body: bytes) -> bytes:
     """The whole `200 application/json` HTTP/1.1 keep-alive answer carrying `body` (what
-    `head` gives for it, built faster: the fan-out builds one per distinct body)."""
+    `whole` gives for it, a lookup sooner: the fan-out builds one per distinct body)."""
     return (_PLAIN % (len(body), http_date())).encode() + body
 
 

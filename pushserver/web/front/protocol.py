@@ -114,6 +114,7 @@ class FrontProtocol(asyncio.Protocol):
         "paused",
         "peer",
         "poll",
+        "published",
         "raw",
         "repeat",
         "sink",
@@ -149,6 +150,9 @@ class FrontProtocol(asyncio.Protocol):
         """The head being served, while its handler runs (for `remember`)."""
         self.repeat: Repeat | None = None
         """The last head a handler asked to `remember`."""
+        self.published: tuple[bytes, RequestHead] | None = None
+        """The last publish head read and what was parsed from it: a publisher sends the same
+        head again and again (when its bodies are of one length), parsed once here."""
 
     # -- the transport's callbacks ----------------------------------------------------------
 
@@ -264,7 +268,12 @@ class FrontProtocol(asyncio.Protocol):
                 self.buffer = buf[size:]
                 self._detach_http()
                 self.state = BUSY
-                self._get(repeat.parsed.head, repeat.parsed.again, value)
+                self._begin(repeat.parsed.head, repeat.parsed.again, value)
+                continue
+            published = self.published
+            if published is not None and raw == published[0]:
+                self._head_done()
+                self._publish(size, published[1])
                 continue
             try:
                 head = front.heads.parse(raw)
@@ -274,10 +283,8 @@ class FrontProtocol(asyncio.Protocol):
             self._head_done()
             handler = front.route(head.path)
             if handler is None and publish.takes(head):
-                self.buffer = buf[size:]
-                self._detach_http()
-                self.state = BUSY
-                self.task = front.loop.create_task(self._run(publish.handle(self, head), head))
+                self.published = raw, head
+                self._publish(size, head)
                 continue
             if handler is None:
                 self._forward(head)
@@ -293,6 +300,13 @@ class FrontProtocol(asyncio.Protocol):
                 self._serve(handler, head)
             finally:
                 self.raw = b""
+
+    def _publish(self, size: int, head: RequestHead) -> None:
+        """Serve a publish whose head is the buffer's first `size` bytes."""
+        self.buffer = self.buffer[size:]
+        self._detach_http()
+        self.state = BUSY
+        self._begin(head, publish.handle, head)
 
     def _head_started(self) -> None:
         if not self.counted and self.state == HEAD:
@@ -411,7 +425,7 @@ class FrontProtocol(asyncio.Protocol):
     def _serve(self, handler: Handler, head: RequestHead) -> None:
         method = head.method
         if method == "GET":
-            self._get(head, handler, head)
+            self._begin(head, handler, head)
             return
         cors = self.front.cors
         if method == "OPTIONS" and cors and "access-control-request-method" in head.headers:
@@ -427,13 +441,13 @@ class FrontProtocol(asyncio.Protocol):
         body = error_body("method_not_allowed", "Method Not Allowed")
         self.reply(head, 405, [answer.JSON, ("Allow", "GET")], body)
 
-    def _get(
+    def _begin(
         self,
         head: RequestHead,
         serve: Callable[[FrontProtocol, Any], Awaitable[None] | None],
         arg: object,
     ) -> None:
-        """Serve a GET with `serve(self, arg)`; what it returns is awaited in a task."""
+        """Serve a request with `serve(self, arg)`; what it returns is awaited in a task."""
         try:
             rest = serve(self, arg)
         except Exception as exc:
@@ -459,7 +473,7 @@ class FrontProtocol(asyncio.Protocol):
             self.task = None
 
     def _failed(self, head: RequestHead, exc: Exception) -> None:
-        """A subscribe request that raised: refused with its JSON error (500 if unexpected)."""
+        """A request served here that raised: refused with its JSON error (500 if unexpected)."""
         if isinstance(exc, PushError):
             limits.count(self.front.state, exc)
             refusal = answer.refusal(exc)
@@ -529,6 +543,21 @@ class FrontProtocol(asyncio.Protocol):
         if self.state == BUSY:
             self.write_answer(head, status, headers, body)
             self.finish(head.keep_alive)
+
+    def reply_json(self, head: RequestHead, status: int, body: bytes) -> None:
+        """`reply` with a JSON body, from a prebuilt head when no CORS header or access log
+        line goes with it."""
+        if self.state != BUSY:
+            return
+        front = self.front
+        if front.access_log or (front.cors and "origin" in head.headers):
+            self.reply(head, status, [answer.JSON], body)
+            return
+        if not self.transport.is_closing():
+            self.transport.write(
+                answer.whole(status, (answer.JSON,), head.version, head.keep_alive, body)
+            )
+        self.finish(head.keep_alive)
 
     def finish(self, keep_alive: bool) -> None:
         """The request is answered: read the next one, or close."""

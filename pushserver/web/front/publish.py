@@ -13,10 +13,13 @@ client reads the answer); a client that leaves mid-body, or sends it slower than
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import h11
 
+from ...core.broker import Item
 from ...core.errors import InvalidInput, PushError
 from ...core.names import parse_channel
 from .. import limits, publishing
@@ -56,31 +59,65 @@ def takes(head: RequestHead) -> bool:
     )
 
 
-async def handle(conn: FrontProtocol, head: RequestHead) -> None:
-    """Publish and answer 201; a refusal is answered by the connection (`FrontProtocol._run`)
-    when the body was read, else here, closing."""
+def handle(conn: FrontProtocol, head: RequestHead) -> Awaitable[None] | None:
+    """Publish and answer 201: at once when the body is at hand and the broker needs no wait
+    (`Hub.publish_now`), else in what this returns (awaited in a task). A refusal is answered
+    by the connection (`FrontProtocol._failed`) when the body was read, else here, closing."""
     state = conn.front.state
     batch = head.path == BATCH
     body = Body(conn, head, publishing.body_limit(state.settings, batch))
     try:
         publishing.admit(state, conn.remote(head), _aiohttp_text(head.headers.get("authorization")))
-        if batch:
-            created = await publishing.publish_batch(state, await body.read())
-        else:
-            channel = parse_channel(head.path[len(ONE) :])
-            data = await body.read()
-            key = head.headers.get("idempotency-key")
-            as_json = publishing.is_json(_media_type(head))
-            created = await publishing.publish_one(state, channel, data, key, as_json)
+        channel = "" if batch else parse_channel(head.path[len(ONE) :])
+        if not body.whole:
+            body.start()
+            return _publish(conn, head, body, channel, None)
+        items = _items(conn, head, channel, body.take())
+        published = state.hub.publish_now(items)
     except PushError as exc:
-        if body.whole:
-            raise
-        limits.count(state, exc)
-        _refuse_closing(conn, head, body, exc)
+        _refused(conn, head, body, exc)
+        return None
+    if published is None:
+        return _publish(conn, head, body, channel, items)
+    created = publishing.created(published, batch)
+    if state.hub.flushing:  # the deliveries go out first, as after `Hub.publish`
+        conn.front.loop.call_soon(conn.reply_json, head, 201, created)
+    else:
+        conn.reply_json(head, 201, created)
+    return None
+
+
+async def _publish(
+    conn: FrontProtocol, head: RequestHead, body: Body, channel: str, items: list[Item] | None
+) -> None:
+    """The rest of `handle` when the body is still to come or the broker must be waited for."""
+    state = conn.front.state
+    try:
+        if items is None:
+            items = _items(conn, head, channel, await body.read())
+        created = await publishing.publish(state, items, batch=not channel)
+    except PushError as exc:
+        _refused(conn, head, body, exc)
         return
     except ConnectionError:
         return  # the client left, or stalled, mid-body: nothing was published
-    conn.reply(head, 201, [answer.JSON], created)
+    conn.reply_json(head, 201, created)
+
+
+def _items(conn: FrontProtocol, head: RequestHead, channel: str, data: bytes) -> list[Item]:
+    """The messages of a publish whose body is `data` (`channel` empty for a batch)."""
+    if not channel:
+        return publishing.batch_items(data, conn.front.state.settings)
+    key = head.headers.get("idempotency-key")
+    return publishing.one_item(channel, data, key, publishing.is_json(_media_type(head)))
+
+
+def _refused(conn: FrontProtocol, head: RequestHead, body: Body, exc: PushError) -> None:
+    """Raise `exc` for the connection to answer when the body was read, else answer it here."""
+    if body.whole:
+        raise exc
+    limits.count(conn.front.state, exc)
+    _refuse_closing(conn, head, body, exc)
 
 
 def _aiohttp_text(value: str | None) -> str | None:
@@ -99,8 +136,7 @@ def _refuse_closing(conn: FrontProtocol, head: RequestHead, body: Body, exc: Pus
     body.detach(conn)
     if conn.transport.is_closing():
         return
-    head.keep_alive = False
-    conn.write_answer(head, *answer.refusal(exc))
+    conn.write_answer(dataclasses.replace(head, keep_alive=False), *answer.refusal(exc))
     transport, _ = conn.give_away()
     transport.set_protocol(Discard())
     transport.write_eof()
@@ -189,9 +225,9 @@ class Body:
         if self.size > self.limit:
             self._fail(publishing.too_large(self.limit))
 
-    async def read(self) -> bytes:
-        """The whole body; raises its refusal (413, 400), or ConnectionError when the client
-        leaves or stalls first."""
+    def start(self) -> None:
+        """The request is admitted: take the rest of the body as it comes (`Expect` answered).
+        Called before the handler returns to the connection, which may read more at once."""
         if self.left and self.failure is None:
             conn = self.conn
             if self.expect:
@@ -199,7 +235,16 @@ class Body:
             self.waiter = conn.front.loop.create_future()
             conn.hold(self, conn.front.timeout)
             conn.take_body(self.feed)
+
+    async def read(self) -> bytes:
+        """The whole body once `start`ed; raises its refusal (413, 400), or ConnectionError
+        when the client leaves or stalls first."""
+        if self.waiter is not None:
             await self.waiter
+        return self.take()
+
+    def take(self) -> bytes:
+        """The body once `whole` (or failed): `read` without the wait."""
         if self.failure is not None:
             raise self.failure
         return b"".join(self.chunks)
