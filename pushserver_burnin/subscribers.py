@@ -2,9 +2,12 @@
 
 A subscriber first fetches the channel's current cursor (a long-poll with timeout=0) and then
 always resumes from the last cursor it saw, so from the moment it reports itself subscribed it
-owes every message: whatever it does not receive is a loss, never a blind spot. Connecting
-and reconnecting is blocking socket code that gevent makes cooperative (inside Locust and in
-the probe process alike); a held connection is read from the gevent hub's loop
+owes every message: whatever it does not receive is a loss, never a blind spot. It reports
+itself subscribed once the server has taken its first held connection (a stream's 200 head, a
+WebSocket's handshake, or, for long-poll, whose polls are answered only when a message comes,
+the admitted cursor poll): a subscriber whose every stream is refused never counts as one.
+Connecting and reconnecting is blocking socket code that gevent makes cooperative (inside Locust
+and in the probe process alike); a held connection is read from the gevent hub's loop
 (pushserver_burnin.readiness), so a message costs no greenlet switch.
 """
 
@@ -78,6 +81,7 @@ class Subscriber:
         self.cursor: str | None = None
         self.last_ids: dict[str, int] = {}
         self.received = 0  # messages and events handled, to tell progress from failure
+        self.counted = False
         self.conn = Connection(endpoint, source_ip)
 
     def query(self) -> str:
@@ -92,7 +96,6 @@ class Subscriber:
             except _DROPS as exc:
                 failures = self._backoff(exc, failures)
         self.conn.close()
-        self.sink.subscribed(self.channel)
         failures = 0
         while True:
             seen = self.received
@@ -105,6 +108,12 @@ class Subscriber:
                 failures = self._backoff(exc, failures)
             else:
                 failures = 0
+
+    def held(self) -> None:
+        """The server took a held connection of this subscriber: it counts from now on."""
+        if not self.counted:
+            self.counted = True
+            self.sink.subscribed(self.channel)
 
     def _current_cursor(self) -> str:
         head, body = self.conn.request("GET", f"/lp/{self.channel}?timeout=0")
@@ -164,6 +173,7 @@ class LongPollSubscriber(Subscriber):
         return head, version + rest
 
     def consume(self) -> None:
+        self.held()  # its cursor poll was admitted; a held poll says nothing before a message
         sock = connect(self.endpoint, self.source_ip, LONGPOLL_TIMEOUT + 15)
         responses = Responses()
         head, tail = self._poll_parts()
@@ -210,6 +220,7 @@ class _LineStreamSubscriber(Subscriber):
             head = reader.read_head()
             if head.status != 200:
                 raise HttpStatusError(head.status, reader.read_body(head), retry_after(head))
+            self.held()
             lines = BodyLines(head.chunked)
 
             def on_data(data: bytes) -> None:
@@ -256,6 +267,8 @@ class WebSocketSubscriber(Subscriber):
                 received = time.time()
                 for message in client.feed(data):
                     self.handle(orjson.loads(message), received, len(message))
+                if not self.counted and client.open:
+                    self.held()
                 reply = client.to_send()
                 if reply:
                     readiness.send_small(sock, reply)

@@ -142,6 +142,11 @@ class WebSocketClient:
             data = self._handshake(data)
         return self.frames.feed(data) if data else []
 
+    @property
+    def open(self) -> bool:
+        """Whether the handshake has completed."""
+        return self.protocol is None
+
     def check_open(self) -> None:
         """Raise once the server has closed (after the caller sent the close reply)."""
         if self.frames.closed is not None:
