@@ -393,8 +393,10 @@ class Hub:
         A cursor from another node may be past what this one has flushed yet: the pending
         messages go out first, so the fan-out cannot hand the new subscriber what it has had.
         """
-        if any(_ahead(ch, positions.get(ch.name)) for ch in channels):
-            self._flush()
+        for ch in channels:
+            if ch.pending and _ahead(ch, positions.get(ch.name)):
+                self._flush()
+                break
         events: list[Event] = []
         parts: dict[str, str] = {}
         for ch in channels:
@@ -512,10 +514,6 @@ class Hub:
 
 
 def _ahead(ch: LocalChannel, position: Position | None) -> bool:
-    """Whether `position` is past what `ch` has fanned out (by messages still pending)."""
-    return (
-        position is not None
-        and bool(ch.pending)
-        and position.epoch == ch.epoch
-        and position.id > ch.sent_id
-    )
+    """Whether `position` is past what `ch` has fanned out (by messages still pending, which
+    the caller has checked `ch` has)."""
+    return position is not None and position.epoch == ch.epoch and position.id > ch.sent_id

@@ -58,6 +58,12 @@ class Expiring(Protocol):
     def lost(self) -> None: ...
 
 
+class Answered(Protocol):
+    """A long-poll answered, to be done with once the loop turn that answered it is over."""
+
+    def done(self) -> None: ...
+
+
 class Front:
     """What the front end's connections of one server share."""
 
@@ -85,6 +91,8 @@ class Front:
         self.repeats = Repeats()
         self.wheel = Wheel(self.loop)
         """The deadlines of every connection: idle waits and held polls' hold times."""
+        self.answered: list[Answered] = []
+        """Long-polls answered in this loop turn, to be done with after it (`after`)."""
 
     def route(self, path: str) -> Handler | None:
         """The subscribe handler for `path` (`/{kind}/{channels}`), or None for aiohttp."""
@@ -96,6 +104,21 @@ class Front:
         if handler is None or not channels or "/" in channels:
             return None
         return handler
+
+    def after(self, poll: Answered) -> None:
+        """`poll.done()` once the current callback (a fan-out loop) has returned: every poll
+        answered in one loop turn in one loop callback, not one each."""
+        if not self.answered:
+            self.loop.call_soon(self._settle)
+        self.answered.append(poll)
+
+    def _settle(self) -> None:
+        answered, self.answered = self.answered, []
+        for poll in answered:
+            try:
+                poll.done()
+            except Exception:  # one poll's failure is not the others'
+                log.exception("finishing an answered long-poll")
 
     def close_idle(self) -> None:
         """Shutdown: close connections waiting for a request."""
@@ -531,7 +554,10 @@ class FrontProtocol(asyncio.Protocol):
             return
         self.state = HEAD
         self._arm()
-        self._next()
+        if self.buffer:
+            self._next()
+        else:  # the usual end of a long-poll: nothing sent yet
+            self._resume()
 
     def open_stream(
         self, head: RequestHead, status: int, headers: list[tuple[str, str]], chunked: bool
