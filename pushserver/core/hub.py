@@ -99,6 +99,9 @@ class Hub:
         self.streams: set[StreamSubscriber] = set()
         self.waiters: set[Waiter] = set()
         self.connections: Counter[str] = Counter()
+        self.held_total = 0
+        """`connections` summed over `TRANSPORTS`, kept as they change: read on every
+        subscribe (`connection_total`)."""
         self.per_ip: Counter[str] = Counter()
         self.stats = HubStats()
         self._dirty: list[LocalChannel] = []
@@ -460,10 +463,14 @@ class Hub:
     def enter(self, kind: str, remote: str) -> None:
         """Count a held connection (limits and /stats); `leave` undoes it."""
         self.connections[kind] += 1
+        if kind in TRANSPORTS:
+            self.held_total += 1
         self.per_ip[remote] += 1
 
     def leave(self, kind: str, remote: str) -> None:
         self.connections[kind] -= 1
+        if kind in TRANSPORTS:
+            self.held_total -= 1
         left = self.per_ip[remote] - 1
         if left > 0:
             self.per_ip[remote] = left
@@ -477,7 +484,7 @@ class Hub:
     @property
     def connection_total(self) -> int:
         """Held subscribers (connections still sending a request head are counted apart)."""
-        return sum(map(self.connections.__getitem__, TRANSPORTS))
+        return self.held_total
 
     # -- keepalive and shutdown --------------------------------------------------------------
 
