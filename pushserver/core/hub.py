@@ -99,6 +99,9 @@ class Hub:
         self.streams: set[StreamSubscriber] = set()
         self.waiters: set[Waiter] = set()
         self.connections: Counter[str] = Counter()
+        self.held_total = 0
+        """`connections` summed over `TRANSPORTS`, kept as they change: read on every
+        subscribe (`connection_total`)."""
         self.per_ip: Counter[str] = Counter()
         self.stats = HubStats()
         self._dirty: list[LocalChannel] = []
@@ -406,8 +409,10 @@ class Hub:
         A cursor from another node may be past what this one has flushed yet: the pending
         messages go out first, so the fan-out cannot hand the new subscriber what it has had.
         """
-        if any(_ahead(ch, positions.get(ch.name)) for ch in channels):
-            self._flush()
+        for ch in channels:
+            if ch.pending and _ahead(ch, positions.get(ch.name)):
+                self._flush()
+                break
         events: list[Event] = []
         parts: dict[str, str] = {}
         for ch in channels:
@@ -471,10 +476,14 @@ class Hub:
     def enter(self, kind: str, remote: str) -> None:
         """Count a held connection (limits and /stats); `leave` undoes it."""
         self.connections[kind] += 1
+        if kind in TRANSPORTS:
+            self.held_total += 1
         self.per_ip[remote] += 1
 
     def leave(self, kind: str, remote: str) -> None:
         self.connections[kind] -= 1
+        if kind in TRANSPORTS:
+            self.held_total -= 1
         left = self.per_ip[remote] - 1
         if left > 0:
             self.per_ip[remote] = left
@@ -488,7 +497,7 @@ class Hub:
     @property
     def connection_total(self) -> int:
         """Held subscribers (connections still sending a request head are counted apart)."""
-        return sum(map(self.connections.__getitem__, TRANSPORTS))
+        return self.held_total
 
     # -- keepalive and shutdown --------------------------------------------------------------
 
@@ -525,10 +534,6 @@ class Hub:
 
 
 def _ahead(ch: LocalChannel, position: Position | None) -> bool:
-    """Whether `position` is past what `ch` has fanned out (by messages still pending)."""
-    return (
-        position is not None
-        and bool(ch.pending)
-        and position.epoch == ch.epoch
-        and position.id > ch.sent_id
-    )
+    """Whether `position` is past what `ch` has fanned out (by messages still pending, which
+    the caller has checked `ch` has)."""
+    return position is not None and position.epoch == ch.epoch and position.id > ch.sent_id

@@ -25,6 +25,11 @@ class Start(NamedTuple):
     events: Sequence[Event] = ()
 
 
+NO_PARTS: dict[str, str] = {}
+"""The `parts` of a one-channel waiter: its position is its channel's, so it keeps none (a held
+long-poll's dict and cursor string were a tenth of its memory). Shared: never written to."""
+
+
 class Bound(NamedTuple):
     """How much one long-poll answer may carry: events (gaps count) and envelope bytes."""
 
@@ -137,6 +142,8 @@ class Waiter(Subscription):
     def __init__(self, start: Start, bound: Bound) -> None:
         super().__init__(start)
         self.bound = bound
+        if self.single is not None:
+            self.parts = NO_PARTS
 
     def resolve(self, body: bytes) -> None:
         raise NotImplementedError

@@ -175,6 +175,21 @@ async def test_waiters_share_one_body_and_one_wrapped_answer(hub):
     assert hub.stats.delivered == {"longpoll": 6}
 
 
+async def test_a_one_channel_waiter_keeps_no_parts_and_answers_with_its_channels_cursor(hub):
+    ahead = await waiter(hub, ["a"])
+    behind = FakeWaiter(await start(hub, ["a"], {"a": Position(epoch(hub, "a"), 0)}))
+    multi = await waiter(hub, ["a", "b"])
+    assert ahead.parts == {} and behind.parts is ahead.parts  # one shared, empty, never written
+    await hub.publish([("a", b'"x"')])
+    hub.add_waiter(behind)
+    behind.expire()
+    ahead.expire()
+    cursor = f"a:{epoch(hub, 'a')}:1"
+    assert orjson.loads(behind.answers[0])["cursor"] == cursor
+    assert orjson.loads(ahead.answers[0])["cursor"] == cursor
+    assert multi.parts == {"a": cursor, "b": f"b:{epoch(hub, 'b')}:0"} and ahead.parts == {}
+
+
 async def test_a_slow_consumer_is_cut_off_at_max_buffer_bytes(hub):
     fast = await stream(hub, ["a"])
     slow = await stream(hub, ["a"], stalled=True)
@@ -276,9 +291,11 @@ async def test_all_gone_returns_at_once_when_nothing_is_held(hub):
 async def test_connection_counts_per_address_go_back_to_nothing(hub):
     hub.enter("sse", "10.0.0.1")
     hub.enter("ws", "10.0.0.1")
-    assert (hub.connection_total, hub.per_ip["10.0.0.1"]) == (2, 2)
+    hub.enter("head", "10.0.0.1")  # still sending its head: counted apart from held ones
+    assert (hub.connection_total, hub.per_ip["10.0.0.1"]) == (2, 3)
     hub.leave("sse", "10.0.0.1")
     hub.leave("ws", "10.0.0.1")
+    hub.leave("head", "10.0.0.1")
     assert hub.connection_total == 0 and "10.0.0.1" not in hub.per_ip
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -34,6 +35,7 @@ from .conduit import Conduit
 from .handshake import HandshakeError
 from .head import HEAD_END, HeadError, HeadParser, RequestHead
 from .repeat import Again, Repeat, Repeats
+from .wheel import Bucket, Wheel
 
 if TYPE_CHECKING:
     from ..state import ServerState
@@ -54,6 +56,12 @@ class Expiring(Protocol):
     def expire(self) -> None: ...
 
     def lost(self) -> None: ...
+
+
+class Answered(Protocol):
+    """A long-poll answered, to be done with once the loop turn that answered it is over."""
+
+    def done(self) -> None: ...
 
 
 class Front:
@@ -81,6 +89,10 @@ class Front:
         self.access_log = settings.access_log
         self.connections: set[FrontProtocol] = set()
         self.repeats = Repeats()
+        self.wheel = Wheel(self.loop)
+        """The deadlines of every connection: idle waits and held polls' hold times."""
+        self.answered: list[Answered] = []
+        """Long-polls answered in this loop turn, to be done with after it (`after`)."""
 
     def route(self, path: str) -> Handler | None:
         """The subscribe handler for `path` (`/{kind}/{channels}`), or None for aiohttp."""
@@ -93,6 +105,21 @@ class Front:
             return None
         return handler
 
+    def after(self, poll: Answered) -> None:
+        """`poll.done()` once the current callback (a fan-out loop) has returned: every poll
+        answered in one loop turn in one loop callback, not one each."""
+        if not self.answered:
+            self.loop.call_soon(self._settle)
+        self.answered.append(poll)
+
+    def _settle(self) -> None:
+        answered, self.answered = self.answered, []
+        for poll in answered:
+            try:
+                poll.done()
+            except Exception:  # one poll's failure is not the others'
+                log.exception("finishing an answered long-poll")
+
     def close_idle(self) -> None:
         """Shutdown: close connections waiting for a request."""
         for conn in list(self.connections):
@@ -103,6 +130,7 @@ class Front:
 class FrontProtocol(asyncio.Protocol):
     __slots__ = (
         "body_left",
+        "bucket",
         "buffer",
         "conduit",
         "counted",
@@ -120,7 +148,6 @@ class FrontProtocol(asyncio.Protocol):
         "sink",
         "state",
         "task",
-        "timer",
         "transport",
     )
 
@@ -141,7 +168,8 @@ class FrontProtocol(asyncio.Protocol):
         self.sink: Callable[[bytes], bytes] | None = None
         """Where the bytes the client sends go while a request served here reads its body."""
         self.task: asyncio.Task[None] | None = None
-        self.timer: asyncio.TimerHandle | None = None
+        self.bucket: Bucket | None = None
+        """Where this connection waits on `front.wheel` for its deadline."""
         self.deadline = 0.0
         self.peer = "-"
         self.counted = False
@@ -159,7 +187,8 @@ class FrontProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername")
-        self.peer = str(peer[0]) if isinstance(peer, tuple | list) else "-"
+        # Interned: the connections of one client address (a proxy, a NAT) share one string.
+        self.peer = sys.intern(str(peer[0])) if isinstance(peer, tuple | list) else "-"
         state = self.front.state
         refused = state.heads.full(state, self.peer)
         if refused is not None:
@@ -224,9 +253,7 @@ class FrontProtocol(asyncio.Protocol):
         self.state = GONE
         self._head_done()
         self.front.connections.discard(self)
-        if self.timer is not None:
-            self.timer.cancel()
-            self.timer = None
+        self.front.wheel.cancel(self)
 
     # -- reading heads -----------------------------------------------------------------------
 
@@ -323,31 +350,18 @@ class FrontProtocol(asyncio.Protocol):
     def _arm(self) -> None:
         """(Re)start the wait for the next head: `--request-timeout`."""
         front = self.front
-        self._wake_at(front.loop.time() + front.timeout)
+        front.wheel.wake(self, front.loop.time() + front.timeout)
 
     def hold(self, poll: Expiring, timeout: float) -> None:
         """Hold `poll` on this connection: told when the client leaves (`lost`), and expired
         (`expire`) after `timeout` seconds unless answered first."""
         self.poll = poll
-        self._wake_at(self.front.loop.time() + timeout)
+        front = self.front
+        front.wheel.wake(self, front.loop.time() + timeout)
 
-    def _wake_at(self, deadline: float) -> None:
-        """One timer per connection, for the idle wait and a held poll's hold time alike: moved
-        earlier when needed, else left to fire and look at `deadline` then."""
-        self.deadline = deadline
-        timer = self.timer
-        if timer is not None and timer.when() <= deadline:
-            return
-        if timer is not None:
-            timer.cancel()
-        self.timer = self.front.loop.call_at(deadline, self._expire)
-
-    def _expire(self) -> None:
-        self.timer = None
-        loop = self.front.loop
-        if loop.time() < self.deadline:
-            self.timer = loop.call_at(self.deadline, self._expire)
-        elif self.state == HEAD:
+    def due(self) -> None:
+        """From the wheel: the idle wait or the held poll's hold time is over."""
+        if self.state == HEAD:
             self.transport.close()
         elif self.poll is not None:
             self.poll.expire()
@@ -569,7 +583,10 @@ class FrontProtocol(asyncio.Protocol):
             return
         self.state = HEAD
         self._arm()
-        self._next()
+        if self.buffer:
+            self._next()
+        else:  # the usual end of a long-poll: nothing sent yet
+            self._resume()
 
     def open_stream(
         self, head: RequestHead, status: int, headers: list[tuple[str, str]], chunked: bool

@@ -164,11 +164,13 @@ def open_now(sub_req: SubscribeRequest) -> Start | None:
     """
     state = sub_req.state
     hub = state.hub
-    new = sum(name not in hub.channels for name in sub_req.channels)
-    limit = state.settings.max_channels
-    if new and len(hub.channels) + new > limit:
-        hub.stats.limits_hit["max_channels"] += 1
-        raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
+    held = hub.channels
+    if not all(map(held.__contains__, sub_req.channels)):  # a re-poll's are all held
+        new = sum(name not in held for name in sub_req.channels)
+        limit = state.settings.max_channels
+        if len(held) + new > limit:
+            hub.stats.limits_hit["max_channels"] += 1
+            raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
     channels = hub.open_now(sub_req.channels, sub_req.positions)
     return None if channels is None else _start(sub_req, channels)
 

@@ -108,9 +108,10 @@ class Poll(Waiter):
     def _later(self) -> None:
         # After the fan-out loop: it is iterating the hub's waiters, and the last waiter's
         # answer should not wait for the others'.
-        self.conn.front.loop.call_soon(self._done)
+        self.conn.front.after(self)
 
-    def _done(self) -> None:
+    def done(self) -> None:
+        """From the front end, after the answer: the connection goes on to its next request."""
         self._let_go()
         self.conn.poll = None
         self.conn.finish(self.head is None or self.head.keep_alive)
@@ -152,7 +153,7 @@ def handle(conn: FrontProtocol, head: RequestHead) -> Awaitable[None] | None:
     state = conn.front.state
     if state.draining:
         raise draining()
-    poll = PollRequest.parse(state, head)
+    poll = PollRequest.parse(conn, head)
     conn.remember(head, "cursor", poll)
     return poll.serve(conn, head.query.get("cursor", ""))
 
@@ -167,24 +168,26 @@ class PollRequest:
     timeout: float
     callback: str | None
     bound: Bound
+    plain: bool
+    """Whether its answer is a `PlainPoll`'s (`FrontProtocol.plain`, no JSONP)."""
 
     @classmethod
-    def parse(cls, state: ServerState, head: RequestHead) -> PollRequest:
+    def parse(cls, conn: FrontProtocol, head: RequestHead) -> PollRequest:
+        state = conn.front.state
         query = head.query
         settings = state.settings
-        return cls(
-            head,
-            parse_subscribe(state, head, "longpoll"),
-            _timeout(query, settings.default_timeout, settings.max_timeout),
-            _callback(query),
-            _bound(query, state),
-        )
+        subscribe = parse_subscribe(state, head, "longpoll")
+        timeout = _timeout(query, settings.default_timeout, settings.max_timeout)
+        callback = _callback(query)
+        bound = _bound(query, state)
+        plain = callback is None and conn.plain(head)
+        return cls(head, subscribe, timeout, callback, bound, plain)
 
     def again(self, conn: FrontProtocol, cursor: str) -> Awaitable[None] | None:
         """Serve this head again with `cursor` (its token checked again when near expiry)."""
         if self.subscribe.fresh():
             return self.serve(conn, cursor)
-        return PollRequest.parse(conn.front.state, self.head).serve(conn, cursor)
+        return PollRequest.parse(conn, self.head).serve(conn, cursor)
 
     def serve(self, conn: FrontProtocol, cursor: str) -> Awaitable[None] | None:
         state = conn.front.state
@@ -214,7 +217,7 @@ class PollRequest:
         if sub_req.expires is not None:  # answered, with its cursor, when its token expires
             timeout = min(timeout, max(0.0, sub_req.expires - time.time()))
         poll: Poll
-        if self.callback is None and conn.plain(head):
+        if self.plain:
             poll, events = begin(start, PlainPoll, self.bound, conn, None, None)
         else:
             poll, events = begin(start, Poll, self.bound, conn, head, self.callback)
