@@ -60,7 +60,10 @@ class Sequencer:
             elif message.epoch in self.retired:
                 return False
             elif message.id == 1 and is_unstarted(self.epoch):
-                # The channel's first message: nothing comes before it, no read is needed.
+                # The channel's first message: nothing comes before it, no read is needed. The
+                # unstarted epoch is left like any other: a read that crossed this publish
+                # still shows it, and must not take the channel back there.
+                self.retired.add(self.epoch)
                 self.epoch = message.epoch
                 self._append(message)
                 return False
@@ -71,21 +74,27 @@ class Sequencer:
 
     def read_from(self) -> tuple[str, int]:
         """What a read must fetch: messages of `epoch` after the returned id (-1: the last N,
-        for a first read). Call `done_reading` after, whatever happened."""
+        for a first read); pass it back to `apply` with the result. Call `done_reading` after,
+        whatever happened."""
         self.reading += 1
         return (self.epoch or "", -1 if self.epoch is None else self.last_id)
 
     def done_reading(self) -> None:
         self.reading -= 1
 
-    def apply(self, epoch: str, last_id: int, messages: Sequence[Message]) -> bool:
-        """A read's result: the channel's epoch and last id, and the messages it returned (in id
-        order). True when queued messages still skip ids and the history must be read again."""
+    def apply(
+        self, asked: tuple[str, int], epoch: str, last_id: int, messages: Sequence[Message]
+    ) -> bool:
+        """A read's result: what `read_from` asked for, the channel's epoch and last id, and the
+        messages it returned (in id order). True when queued messages still skip ids and the
+        history must be read again."""
         if self.epoch is None:
             self.epoch, self.last_id = epoch, last_id
             self.sink.load(self.name, epoch, last_id, messages)
-        elif epoch in self.retired:
-            return self.replay()  # read before one that already moved to a newer epoch
+        elif epoch in self.retired or (epoch != self.epoch and asked[0] != self.epoch):
+            # Read before one that already moved to a newer epoch, or issued before this node
+            # reached its epoch at all (the channel's first publish crossed it): stale.
+            return self.replay()
         elif epoch == self.epoch and (last_id <= self.last_id or self._contiguous(messages)):
             for message in messages:
                 if message.id == self.last_id + 1:

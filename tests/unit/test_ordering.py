@@ -55,7 +55,7 @@ def loaded(last_id: int = 3, epoch: str = "e1") -> tuple[Sequencer, RecordingSin
     order = Sequencer("ch", sink)
     assert order.read_from() == ("", -1)
     order.done_reading()
-    assert not order.apply(epoch, last_id, msgs(range(1, last_id + 1), epoch))
+    assert not order.apply(("", -1), epoch, last_id, msgs(range(1, last_id + 1), epoch))
     assert sink.calls == [("load", epoch, last_id, list(range(1, last_id + 1)))]
     sink.calls.clear()
     return order, sink
@@ -63,9 +63,9 @@ def loaded(last_id: int = 3, epoch: str = "e1") -> tuple[Sequencer, RecordingSin
 
 def read(order: Sequencer, epoch: str, last_id: int, messages: Sequence[Message]) -> bool:
     """One whole read: what it asked for is checked by the caller through `read_from`."""
-    order.read_from()
+    asked = order.read_from()
     order.done_reading()
-    return order.apply(epoch, last_id, messages)
+    return order.apply(asked, epoch, last_id, messages)
 
 
 def test_in_order_messages_are_appended_and_duplicates_dropped() -> None:
@@ -82,7 +82,7 @@ def test_a_message_that_skips_ids_waits_for_a_read_of_the_missing_ones() -> None
     assert sink.calls == []
     assert order.read_from() == ("e1", 3)
     order.done_reading()
-    assert not order.apply("e1", 7, msgs(range(4, 8)))
+    assert not order.apply(("e1", 3), "e1", 7, msgs(range(4, 8)))
     assert sink.calls == [("append", "e1", i) for i in range(4, 8)]
 
 
@@ -94,7 +94,7 @@ def test_notifications_arriving_during_a_read_are_applied_after_it_in_order() ->
     assert not order.offer(msg(4))  # the next id: applied at once
     assert not order.offer(msg(6))
     order.done_reading()
-    assert not order.apply("e1", 5, msgs(range(4, 6)))
+    assert not order.apply(("e1", 3), "e1", 5, msgs(range(4, 6)))
     assert sink.calls == [("append", "e1", i) for i in (4, 5, 6)]
 
 
@@ -105,7 +105,7 @@ def test_a_read_that_does_not_close_the_hole_asks_for_another() -> None:
     assert sink.calls == [("append", "e1", 4), ("append", "e1", 5)]
     assert order.read_from() == ("e1", 5)
     order.done_reading()
-    assert not order.apply("e1", 8, msgs(range(6, 9)))
+    assert not order.apply(("e1", 5), "e1", 8, msgs(range(6, 9)))
     assert [c[2] for c in sink.calls] == [4, 5, 6, 7, 8]
 
 
@@ -137,7 +137,7 @@ def test_a_late_reconnect_hands_over_the_whole_new_epoch() -> None:
     order, sink = loaded(last_id=5)
     assert order.read_from() == ("e1", 5)
     order.done_reading()
-    assert not order.apply("e2", 3, msgs(range(1, 4), "e2"))
+    assert not order.apply(("e1", 5), "e2", 3, msgs(range(1, 4), "e2"))
     assert sink.calls == [("jump", "e2", 3, [1, 2, 3])]
 
 
@@ -155,7 +155,7 @@ def test_before_the_first_read_messages_wait_for_it() -> None:
     assert not order.offer(msg(3))  # nothing to read from yet: the first read is under way
     assert order.read_from() == ("", -1)
     order.done_reading()
-    assert not order.apply("e1", 2, msgs(range(1, 3)))
+    assert not order.apply(("", -1), "e1", 2, msgs(range(1, 3)))
     assert sink.calls == [("load", "e1", 2, [1, 2]), ("append", "e1", 3)]
 
 
@@ -172,3 +172,33 @@ def test_the_first_message_of_an_unstarted_channel_needs_no_read() -> None:
     assert order.offer(msg(2, "e1")) is False
     assert sink.calls == [("append", "e1", 1), ("append", "e1", 2)]
     assert order.epoch == "e1"
+
+
+def test_a_read_from_before_the_first_message_does_not_undo_it() -> None:
+    """Two subscribers' first reads cross the channel's first publish: the later read still
+    shows the channel unstarted. It is stale, not a new epoch, so the channel stays in the
+    epoch of its first message (a jump back retired that epoch: every message after it was
+    dropped here, and cursors sent back to the unstarted epoch had it all delivered again)."""
+    order, sink = loaded(0, unstarted("g"))
+    assert order.read_from() == (unstarted("g"), 0)  # issued before message 1 was published
+    assert not order.offer(msg(1, "e1"))
+    order.done_reading()
+    assert not order.apply((unstarted("g"), 0), unstarted("g"), 0, [])
+    assert not order.offer(msg(2, "e1"))
+    assert sink.calls == [("append", "e1", 1), ("append", "e1", 2)]
+    assert not order.behind(unstarted("g"), 0)
+
+
+def test_a_first_read_from_before_the_first_message_answered_last_is_stale() -> None:
+    """The same crossing, with both reads issued before anything was applied: the one issued
+    after the first publish is answered first and loads the channel; the other is stale."""
+    sink = RecordingSink()
+    order = Sequencer("ch", sink)
+    before = order.read_from()  # issued before message 1 was published
+    after = order.read_from()
+    order.done_reading()
+    order.done_reading()
+    assert not order.apply(after, "e1", 1, msgs(range(1, 2)))
+    assert not order.apply(before, unstarted("g"), 0, [])
+    assert not order.offer(msg(2, "e1"))
+    assert sink.calls == [("load", "e1", 1, [1]), ("append", "e1", 2)]

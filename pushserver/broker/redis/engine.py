@@ -355,11 +355,11 @@ class RedisBroker(Reporting):
             for rec in records:
                 rec.order.done_reading()
         again = []
-        for rec, (_, after), (found, last, entries) in zip(records, froms, results, strict=True):
+        for rec, asked, (found, last, entries) in zip(records, froms, results, strict=True):
             current: bytes = found or self.unstarted.encode()  # never published to: no keys
-            ordered = reversed(entries) if after < 0 else entries
+            ordered = reversed(entries) if asked[1] < 0 else entries
             messages = self._messages(rec.name, current, ordered)
-            if rec.order.apply(current.decode(), int(last), messages):
+            if rec.order.apply(asked, current.decode(), int(last), messages):
                 again.append(rec)
         if again:
             self._spawn(self._refresh(again))
