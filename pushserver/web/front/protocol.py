@@ -520,15 +520,16 @@ class FrontProtocol(asyncio.Protocol):
             return []
         return list(cors.headers(head.headers.get("origin")).items())
 
+    def bare(self, head: RequestHead) -> bool:
+        """Whether the answer to `head` goes without CORS headers and an access log line, so
+        prebuilt bytes can be written for it (`plain`, `reply_json`)."""
+        front = self.front
+        return not front.access_log and not (front.cors and "origin" in head.headers)
+
     def plain(self, head: RequestHead) -> bool:
-        """Whether `head` can be answered with `answer.json_answer`'s prebuilt bytes (which
-        carry no CORS headers and are not access-logged)."""
-        return (
-            head.version == "1.1"
-            and head.keep_alive
-            and not self.front.access_log
-            and not (self.front.cors and "origin" in head.headers)
-        )
+        """Whether `head` can be answered with `answer.json_answer`'s prebuilt bytes (HTTP/1.1,
+        kept alive, `bare`)."""
+        return head.version == "1.1" and head.keep_alive and self.bare(head)
 
     def write_answer(
         self, head: RequestHead, status: int, headers: list[tuple[str, str]], body: bytes
@@ -563,8 +564,7 @@ class FrontProtocol(asyncio.Protocol):
         line goes with it."""
         if self.state != BUSY:
             return
-        front = self.front
-        if front.access_log or (front.cors and "origin" in head.headers):
+        if not self.bare(head):
             self.reply(head, status, [answer.JSON], body)
             return
         if not self.transport.is_closing():
