@@ -129,11 +129,23 @@ export async function waitFor(check, what, timeoutMs = 20000) {
   }
 }
 
-/** The cursor for "now" on a channel, from an immediate long-poll. */
-export async function cursorNow(baseUrl, channel) {
-  const res = await fetch(`${baseUrl}/lp/${channel}?timeout=0`);
-  if (res.status !== 200) throw new Error(`cursor request: HTTP ${res.status}`);
-  return (await res.json()).cursor;
+/**
+ * The cursor for "now" on a channel, from an immediate long-poll. A 503 is asked again after
+ * its Retry-After, as any client would: on a server run with `--max-connections 1`, a socket
+ * fetch() opened ahead of need counts as an unfinished head until it sends one, and fills it.
+ */
+export async function cursorNow(baseUrl, channel, timeoutMs = 20000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const res = await fetch(`${baseUrl}/lp/${channel}?timeout=0`);
+    if (res.status === 200) return (await res.json()).cursor;
+    const body = await res.text();
+    if (res.status !== 503 || Date.now() > deadline) {
+      throw new Error(`cursor request: HTTP ${res.status} ${body}`);
+    }
+    const seconds = Number(res.headers.get('retry-after')) || 1;
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+  }
 }
 
 /** Channel names unique per test run, so tests sharing a server never see each other. */
