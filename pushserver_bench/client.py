@@ -12,16 +12,18 @@ import asyncio
 import base64
 import os
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol
 
 import orjson
 
 from pushserver_measure.http11 import (
     HEAD_END,
+    NO_HEADERS,
     ConnectionClosed,
     Endpoint,
     Head,
+    Responses,
     parse_head,
     request_bytes,
 )
@@ -121,45 +123,53 @@ class Tally:
 
 
 class HttpConnection(asyncio.Protocol):
-    """Keep-alive request/response, one request in flight; bodies sized by Content-Length.
-    `head` is the last response's head (a long-poll on nchan reads its validators there)."""
+    """Keep-alive request/response, one request in flight, answers framed by httptools
+    (`http11.Responses`). `headers` are the last answer's headers named in `keep` (a long-poll
+    on nchan reads its validators there).
 
-    def __init__(self) -> None:
+    A response goes to `request`'s future or, when `listener` is set, straight to the listener
+    in the callback that read it: a long-poll loop then costs no task wake-up per poll."""
+
+    def __init__(self, keep: Collection[bytes] = ()) -> None:
         self.transport: asyncio.Transport | None = None
-        self.buf = bytearray()
-        self.head = Head(0, {})
+        self.responses = Responses(keep)
+        self.headers: Mapping[bytes, bytes] = NO_HEADERS
         self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
+        self.listener: Listener | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        buf = self.buf
-        buf += data
-        end = buf.find(HEAD_END)
-        if end < 0:
+        try:
+            answers = self.responses.feed(data)
+        except ConnectionClosed as exc:
+            raise BenchError(str(exc)) from None
+        for answer in answers:
+            self.headers = answer.headers
+            self._respond(answer.status, answer.body)
+
+    def _respond(self, status: int, body: bytes) -> None:
+        if self.listener is not None:
+            self.listener.answered(status, body)
             return
-        head = _head(bytes(buf[:end]))
-        if head.content_length is None:
-            raise BenchError(f"response without Content-Length: {head}")
-        stop = end + 4 + head.content_length
-        if len(buf) < stop:
-            return
-        body = bytes(buf[end + 4 : stop])
-        del buf[:stop]
-        self.head = head
         waiter, self.waiter = self.waiter, None
         if waiter is not None and not waiter.done():
-            waiter.set_result((head.status, body))
+            waiter.set_result((status, body))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.listener is not None:
+            self.listener.lost()
         if self.waiter is not None and not self.waiter.done():
             self.waiter.set_exception(ConnectionError("server closed the connection"))
 
-    async def request(self, raw: bytes) -> tuple[int, bytes]:
+    def send(self, raw: bytes) -> None:
         assert self.transport is not None
-        self.waiter = asyncio.get_running_loop().create_future()
         self.transport.write(raw)
+
+    async def request(self, raw: bytes) -> tuple[int, bytes]:
+        self.waiter = asyncio.get_running_loop().create_future()
+        self.send(raw)
         return await self.waiter
 
     async def json(self, path: str) -> object:
@@ -173,11 +183,20 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
 
 
-async def connect(url: str, source: str = "") -> HttpConnection:
-    """A keep-alive connection to `url`'s host, from the local address `source` when given."""
+class Listener(Protocol):
+    """What takes an `HttpConnection`'s responses as they are read."""
+
+    def answered(self, status: int, body: bytes) -> None: ...
+
+    def lost(self) -> None: ...
+
+
+async def connect(url: str, source: str = "", keep: Collection[bytes] = ()) -> HttpConnection:
+    """A keep-alive connection to `url`'s host, from the local address `source` when given,
+    keeping the answers' headers named in `keep`."""
     at = Endpoint.parse(url)
     _, conn = await asyncio.get_running_loop().create_connection(
-        HttpConnection, at.host, at.port, local_addr=(source, 0) if source else None
+        lambda: HttpConnection(keep), at.host, at.port, local_addr=(source, 0) if source else None
     )
     return conn
 
@@ -339,8 +358,12 @@ class WebSocketSubscriber(HeldSubscriber):
 
 class LongPoller:
     """A long-poll loop on one keep-alive connection; stops after `expect` messages (never when
-    `expect` is 0: a listener that must receive nothing). This one speaks pushserver's `/lp`;
+    `expect` is 0: a listener that must receive nothing). Each answer is read, and the next
+    poll sent, in the callback that received it. This one speaks pushserver's `/lp`;
     subclasses speak other servers' polls through `request` and `messages`."""
+
+    KEEP: tuple[bytes, ...] = ()
+    """The answers' headers `request` or `messages` read (`HttpConnection.headers`)."""
 
     def __init__(self, conn: HttpConnection, channel: str, tally: Tally, expect: int) -> None:
         self.conn = conn
@@ -348,12 +371,15 @@ class LongPoller:
         self.tally = tally
         self.expect = expect
         self.count = 0
-        self.last_id = 0
         self.cursor = ""
+        self.timeout = 0.0
+        self.stopped = False
+        self.around = (b"", b"")
 
-    def request(self, timeout: float) -> bytes:
-        """The next poll."""
-        return get_request(f"/lp/{self.channel}?timeout={timeout:g}&cursor={self.cursor}")
+    def request(self) -> bytes:
+        """The next poll: the same request but for its cursor, built once around it."""
+        before, after = self.around
+        return before + self.cursor.encode() + after
 
     def messages(self, body: bytes) -> list[Any]:
         """The messages' data in one answer (the cursor taken for the next poll)."""
@@ -365,25 +391,43 @@ class LongPoller:
             self.tally.error(f"long-poll fell behind the history: {gaps[:1]}")
         return [m["data"] for m in messages]
 
-    async def run(self, timeout: float) -> None:
-        tally = self.tally
-        while not self.expect or self.count < self.expect:
-            try:
-                status, body = await self.conn.request(self.request(timeout))
-            except ConnectionError as exc:
-                tally.error(f"long-poll: {exc}")
-                return
-            if status != 200:
-                tally.error(f"long-poll answered {status} {body[:100]!r}")
-                return
-            now = time.time()
-            datas = self.messages(body)
-            if datas:
-                self.count += len(datas)
-                if tally.parse:
-                    for data in datas:
-                        tally.stamp(data, now)
-                tally.add(len(datas), now)
+    def start(self, timeout: float) -> None:
+        self.timeout = timeout
+        marker = "{cursor}"
+        raw = get_request(f"/lp/{self.channel}?timeout={timeout:g}&cursor={marker}")
+        before, _, after = raw.partition(marker.encode())
+        self.around = before, after
+        self.conn.listener = self
+        self.conn.send(self.request())
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.conn.close()
+
+    def answered(self, status: int, body: bytes) -> None:
+        if self.stopped:
+            return
+        if status != 200:
+            self.tally.error(f"long-poll answered {status} {body[:100]!r}")
+            self.stopped = True
+            return
+        now = time.time()
+        datas = self.messages(body)
+        self.count += len(datas)
+        if self.expect and self.count >= self.expect:
+            self.stopped = True
+        else:
+            self.conn.send(self.request())  # the re-poll goes out first
+        if datas:
+            if self.tally.parse:
+                for data in datas:
+                    self.tally.stamp(data, now)
+            self.tally.add(len(datas), now)
+
+    def lost(self) -> None:
+        if not self.stopped:
+            self.stopped = True
+            self.tally.error("long-poll: server closed the connection")
 
 
 Subscriber = HeldSubscriber | LongPoller
@@ -391,18 +435,17 @@ Subscription = tuple[Subscriber, Callable[[], None]]
 
 
 async def poll(
-    url: str, make: Callable[[HttpConnection], LongPoller], timeout: float, source: str = ""
+    url: str,
+    make: Callable[[HttpConnection], LongPoller],
+    timeout: float,
+    source: str = "",
+    keep: Collection[bytes] = (),
 ) -> Subscription:
-    """Start the long-poll loop `make` builds on a new connection; returns it and its stop."""
-    conn = await connect(url, source)
-    poller = make(conn)
-    task = asyncio.ensure_future(poller.run(timeout))
-
-    def stop() -> None:
-        task.cancel()
-        conn.close()
-
-    return poller, stop
+    """Start the long-poll loop `make` builds on a new connection (keeping the answers' headers
+    named in `keep`); returns it and its stop."""
+    poller = make(await connect(url, source, keep))
+    poller.start(timeout)
+    return poller, poller.stop
 
 
 async def hold(

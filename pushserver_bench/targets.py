@@ -45,19 +45,21 @@ class NchanLongPoller(LongPoller):
     """nchan's long-poll: one message per answer, the next asked for with the last one's
     validators."""
 
+    KEEP = (b"last-modified", b"etag")
+
     def __init__(self, conn: HttpConnection, path: str, tally: Tally, expect: int) -> None:
         super().__init__(conn, "", tally, expect)
         self.path = path
         self.validators: dict[str, str] = {}
 
-    def request(self, timeout: float) -> bytes:
+    def request(self) -> bytes:
         return get_request(self.path, self.validators)
 
     def messages(self, body: bytes) -> list[object]:
-        headers = self.conn.head.headers
+        headers = self.conn.headers
         self.validators = {
-            "If-Modified-Since": headers.get("last-modified", ""),
-            "If-None-Match": headers.get("etag", ""),
+            "If-Modified-Since": headers.get(b"last-modified", b"").decode("latin-1"),
+            "If-None-Match": headers.get(b"etag", b"").decode("latin-1"),
         }
         return [orjson.loads(body)]
 
@@ -112,9 +114,8 @@ class Target:
             return await subscribe(self.sub, transport, channel, tally, expect, source=source)
         path = self._path(self.sub, channel)
         if transport == "longpoll":
-            return await poll(
-                self.sub, lambda conn: NchanLongPoller(conn, path, tally, expect), 60, source
-            )
+            make = lambda conn: NchanLongPoller(conn, path, tally, expect)  # noqa: E731
+            return await poll(self.sub, make, 60, source, NchanLongPoller.KEEP)
         if transport != "sse":
             raise ValueError(f"nchan is measured on {TRANSPORTS}, not {transport!r}")
         raw = get_request(path, {"Accept": "text/event-stream"})

@@ -11,8 +11,9 @@ every call here yields instead of blocking; in the probe process it is the stand
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from urllib.parse import urlsplit
 
 import httptools
@@ -321,6 +322,9 @@ class BodyLines:
         return b"".join(pieces)
 
 
+NO_HEADERS: Mapping[bytes, bytes] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """One whole answer on a keep-alive connection."""
@@ -329,21 +333,26 @@ class Answer:
     body: bytes
     keep_alive: bool
     retry_after: float | None
+    headers: Mapping[bytes, bytes] = field(default_factory=lambda: NO_HEADERS)
+    """The headers the decoder was asked to keep (`Responses(keep=...)`), names lower-cased."""
 
 
 class Responses:
     """Incremental decoder for answers on a keep-alive connection: bytes → Answers.
 
-    httptools' response parser does the framing in C; the only header read in Python is
-    Retry-After, so an answer costs a few calls whatever its head holds.
+    httptools' response parser does the framing in C; the only headers read in Python are
+    Retry-After and those named in `keep`, so an answer costs a few calls whatever its head
+    holds.
     """
 
-    __slots__ = ("_answers", "_body", "_parser", "_retry")
+    __slots__ = ("_answers", "_body", "_headers", "_keep", "_parser", "_retry")
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Collection[bytes] = ()) -> None:
         self._parser = httptools.HttpResponseParser(self)
         self._body: list[bytes] = []
         self._retry: float | None = None
+        self._keep = frozenset(name.lower() for name in keep)
+        self._headers: dict[bytes, bytes] = {}
         self._answers: list[Answer] = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -352,6 +361,8 @@ class Responses:
                 self._retry = float(value)
             except ValueError:
                 self._retry = None
+        elif self._keep and (lower := name.lower()) in self._keep:
+            self._headers[lower] = value
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -359,7 +370,12 @@ class Responses:
     def on_message_complete(self) -> None:
         parser = self._parser
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        answer = Answer(parser.get_status_code(), body, parser.should_keep_alive(), self._retry)
+        status, keep_alive = parser.get_status_code(), parser.should_keep_alive()
+        if self._headers:
+            answer = Answer(status, body, keep_alive, self._retry, self._headers)
+            self._headers = {}
+        else:
+            answer = Answer(status, body, keep_alive, self._retry)
         self._answers.append(answer)
         self._body, self._retry = [], None
 

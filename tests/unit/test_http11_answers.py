@@ -32,3 +32,13 @@ def test_answers_back_to_back_and_cut_anywhere() -> None:
 def test_anything_else_ends_the_connection() -> None:
     with pytest.raises(ConnectionClosed):
         Responses().feed(b"SSH-2.0-OpenSSH\r\n\r\n")
+
+
+def test_headers_named_in_keep_are_kept_per_answer() -> None:
+    stream = answer("200 OK", b"a", "Last-Modified: Wed, 25 Nov 2026", "ETag: 7") + answer(
+        "200 OK", b"b", "Content-Type: text/plain"
+    )
+    first, second = Responses(keep=(b"Last-Modified", b"etag")).feed(stream)
+    assert first.headers == {b"last-modified": b"Wed, 25 Nov 2026", b"etag": b"7"}
+    assert second.headers == {}
+    assert Responses().feed(stream)[0].headers == {}

@@ -1,0 +1,83 @@
+"""The bench's long-poll loop (`pushserver_bench.client.LongPoller`), driven by hand: each answer
+is read and the next poll sent in the callback that received it."""
+
+from __future__ import annotations
+
+import orjson
+
+from pushserver_bench.client import HttpConnection, LongPoller, Tally, get_request
+
+
+class Transport:
+    """Keeps what the client writes."""
+
+    def __init__(self) -> None:
+        self.sent: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.sent.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def answer(status: int, body: bytes) -> bytes:
+    return b"HTTP/1.1 %d X\r\nContent-Length: %d\r\n\r\n%b" % (status, len(body), body)
+
+
+def poll_answer(cursor: str, *datas: object, gap: bool = False) -> bytes:
+    messages: list[object] = [{"type": "gap", "from": 1, "to": 2}] if gap else []
+    messages += [{"id": i, "data": d} for i, d in enumerate(datas, 1)]
+    return answer(200, orjson.dumps({"messages": messages, "cursor": cursor}))
+
+
+def started(expect: int) -> tuple[LongPoller, HttpConnection, Transport, Tally]:
+    conn = HttpConnection()
+    transport = Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    tally = Tally(parse=True)
+    poller = LongPoller(conn, "news", tally, expect)
+    poller.start(30)
+    return poller, conn, transport, tally
+
+
+def test_each_answer_sends_the_next_poll_with_its_cursor() -> None:
+    poller, conn, transport, tally = started(expect=3)
+    assert transport.sent == [get_request("/lp/news?timeout=30&cursor=")]
+    reply = poll_answer("news:1:1", {"t": 1.0}) + poll_answer("news:1:3", {"t": 2.0}, "x")
+    conn.data_received(reply[:7])  # cut anywhere: nothing until an answer is whole
+    assert len(transport.sent) == 1
+    conn.data_received(reply[7:])
+    assert transport.sent[1:] == [get_request("/lp/news?timeout=30&cursor=news:1:1")]
+    assert tally.received == 3 and poller.stopped  # the third message was the last expected
+    assert len(tally.latencies) == 2  # the one without a send time is counted, not timed
+    assert not tally.errors
+
+
+def test_a_refusal_a_gap_and_a_lost_connection_are_errors() -> None:
+    _, conn, transport, tally = started(expect=0)
+    conn.data_received(poll_answer("news:1:4", "x", gap=True))
+    assert tally.errors == [
+        "long-poll fell behind the history: [{'type': 'gap', 'from': 1, 'to': 2}]"
+    ]
+    conn.data_received(answer(503, b"busy"))
+    assert tally.errors[1:] == ["long-poll answered 503 b'busy'"]
+    assert len(transport.sent) == 2  # no poll after the refusal
+    conn.connection_lost(None)
+    assert len(tally.errors) == 2  # already stopped: the close is not a second error
+
+    poller, conn, _, tally = started(expect=0)
+    conn.connection_lost(None)
+    assert tally.errors == ["long-poll: server closed the connection"]
+    poller.stop()
+    assert tally.errors == ["long-poll: server closed the connection"]
+
+
+def test_a_stopped_poller_reads_no_more() -> None:
+    poller, conn, transport, tally = started(expect=0)
+    poller.stop()
+    assert transport.closed
+    conn.data_received(poll_answer("news:1:1", "late"))
+    conn.connection_lost(None)
+    assert tally.received == 0 and not tally.errors and len(transport.sent) == 1
