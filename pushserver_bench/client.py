@@ -527,19 +527,37 @@ async def get_json(url: str, path: str) -> Any:
         conn.close()
 
 
-async def wait_subscribed(url: str, channel: str, n: int, timeout: float = 60) -> None:
-    """Poll `/channels/{channel}` until the server holds `n` subscribers there."""
+async def wait_count(
+    count: Callable[[], Awaitable[int]], n: int, what: str, timeout: float
+) -> None:
+    """Poll `count()` until it reaches `n`; BenchError naming `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
-    while True:
-        try:
-            held = (await get_json(url, f"/channels/{channel}"))["subscribers"]
-        except BenchError:  # 404 until the first subscriber made the channel
-            held = 0
-        if held >= n:
-            return
+    while (held := await count()) < n:
         if time.monotonic() > deadline:
-            raise BenchError(f"channel {channel}: {held} of {n} subscribers after {timeout}s")
+            raise BenchError(f"{what}: {held} of {n} subscribers after {timeout}s")
         await asyncio.sleep(0.01)
+
+
+def channel_count(url: str, channel: str) -> Callable[[], Awaitable[int]]:
+    """The subscribers of `channel`, from `/channels/{channel}` on fresh connections. With
+    `--workers`, each answer counts those of the worker that took it (`worker`), so the latest
+    count of every worker heard from is summed."""
+    latest: dict[int, int] = {}
+
+    async def count() -> int:
+        try:
+            info = await get_json(url, f"/channels/{channel}")
+        except BenchError:  # 404: nobody subscribed to it on the worker that answered
+            return sum(latest.values())
+        latest[info["worker"]] = info["subscribers"]
+        return sum(latest.values())
+
+    return count
+
+
+async def wait_subscribed(url: str, channel: str, n: int, timeout: float = 60) -> None:
+    """Wait until the server (every worker) holds `n` subscribers of `channel`."""
+    await wait_count(channel_count(url, channel), n, f"channel {channel}", timeout)
 
 
 async def wait_held(url: str, transport: str, n: int, workers: int, timeout: float = 60) -> None:

@@ -9,9 +9,8 @@ from its subscriber location (docs/performance.md, "Against nginx+nchan").
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import time
+import functools
 from urllib.parse import urlsplit
 
 import orjson
@@ -28,13 +27,14 @@ from .client import (
     Publisher,
     Subscription,
     Tally,
+    channel_count,
     connect,
-    get_json,
     get_request,
     hold,
     poll,
     publish_request,
     subscribe,
+    wait_count,
 )
 
 TRANSPORTS = ("longpoll", "sse")
@@ -121,13 +121,8 @@ class Target:
         raw = get_request(path, {"Accept": "text/event-stream"})
         return await hold(self.sub, lambda: NchanEventSource(tally, b"}\n\n"), raw, source)
 
-    async def subscribers(self, channel: str) -> int:
-        """How many subscribers the server holds on `channel` (0 before it exists)."""
-        if self.kind == "pushserver":
-            try:
-                return int((await get_json(self.sub, f"/channels/{channel}"))["subscribers"])
-            except BenchError:  # 404 until the first subscriber made the channel
-                return 0
+    async def _nchan_subscribers(self, channel: str) -> int:
+        """How many subscribers nchan holds on `channel` (0 before it exists)."""
         conn = await connect(self.pub)
         try:
             path = self._path(self.pub, channel)
@@ -141,9 +136,10 @@ class Target:
         return int(orjson.loads(body)["subscribers"])
 
     async def wait_subscribed(self, channel: str, n: int, timeout: float = 120) -> None:
-        """Poll until the server holds `n` subscribers on `channel`."""
-        deadline = time.monotonic() + timeout
-        while (held := await self.subscribers(channel)) < n:
-            if time.monotonic() > deadline:
-                raise BenchError(f"channel {channel}: {held} of {n} subscribers after {timeout}s")
-            await asyncio.sleep(0.02)
+        """Poll until the server holds `n` subscribers on `channel` (pushserver: in all its
+        workers)."""
+        if self.kind == "pushserver":
+            count = channel_count(self.sub, channel)
+        else:
+            count = functools.partial(self._nchan_subscribers, channel)
+        await wait_count(count, n, f"channel {channel}", timeout)

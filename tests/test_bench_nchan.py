@@ -14,6 +14,7 @@ from pushserver.launcher import ServerProcess
 from pushserver_measure.ports import free_port
 
 from .nginx import Nginx
+from .redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
 from .system import ensure_file
 from .test_bench import run_bench
 
@@ -81,6 +82,12 @@ def check_figures(tables: list[dict]) -> None:
 
 def test_quick_against_a_pushserver(tmp_path: Path) -> None:
     with ServerProcess() as server:
+        check_figures(quick_tables(tmp_path, "--url", server.url))
+
+
+def test_quick_against_pushserver_workers(tmp_path: Path, redis_server: RedisServer) -> None:
+    # Each worker counts its own subscribers of a channel: the bench sums every worker's.
+    with ServerProcess(["--workers", "2", "--redis", redis_server.url]) as server:
         check_figures(quick_tables(tmp_path, "--url", server.url))
 
 

@@ -48,15 +48,25 @@ async def test_every_worker_serves_and_every_subscriber_gets_everything(
                 subs.append(sub)
         held = 3 * held_per_transport
         latest: dict[int, dict[str, Any]] = {}
+        on_channel: dict[int, int] = {}  # each worker's own subscribers of "wide"
 
         async def all_held_and_both_workers_seen() -> bool:
             async with s.get(f"{srv.url}/stats") as r:
                 stats = await r.json()
             latest[stats["worker"]] = stats
+            async with s.get(f"{srv.url}/channels/wide") as r:
+                if r.status == 200:  # 404: a worker none of them landed on
+                    info = await r.json()
+                    on_channel[info["worker"]] = info["subscribers"]
             counted = sum(
                 seen["connections"][t] for seen in latest.values() for t in ("stream", "sse", "ws")
             )
-            return set(latest) == {0, 1} and counted == held
+            polls = sum(seen["connections"]["longpoll"] for seen in latest.values())
+            return (
+                set(latest) == {0, 1}
+                and counted == held
+                and sum(on_channel.values()) == held + polls
+            )
 
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 30

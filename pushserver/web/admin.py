@@ -38,6 +38,7 @@ async def channel_info(request: web.Request) -> web.Response:
             "last_id": info.last_id,
             "buffered": info.buffered,
             "epoch": info.epoch,
+            "worker": state.worker,
         }
     )
 
