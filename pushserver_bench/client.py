@@ -372,7 +372,6 @@ class LongPoller:
         self.expect = expect
         self.count = 0
         self.cursor = ""
-        self.timeout = 0.0
         self.stopped = False
         self.around = (b"", b"")
 
@@ -392,7 +391,6 @@ class LongPoller:
         return [m["data"] for m in messages]
 
     def start(self, timeout: float) -> None:
-        self.timeout = timeout
         marker = "{cursor}"
         raw = get_request(f"/lp/{self.channel}?timeout={timeout:g}&cursor={marker}")
         before, _, after = raw.partition(marker.encode())
@@ -412,7 +410,12 @@ class LongPoller:
             self.stopped = True
             return
         now = time.time()
-        datas = self.messages(body)
+        try:
+            datas = self.messages(body)
+        except (ValueError, KeyError, TypeError) as exc:
+            self.tally.error(f"long-poll answer not understood ({exc!r}): {body[:100]!r}")
+            self.stop()
+            return
         self.count += len(datas)
         if self.expect and self.count >= self.expect:
             self.stopped = True

@@ -74,6 +74,13 @@ def test_a_refusal_a_gap_and_a_lost_connection_are_errors() -> None:
     assert tally.errors == ["long-poll: server closed the connection"]
 
 
+def test_an_answer_that_is_not_a_poll_answer_is_an_error() -> None:
+    _, conn, transport, tally = started(expect=0)
+    conn.data_received(answer(200, b"<html>proxy error</html>"))
+    assert len(tally.errors) == 1 and "not understood" in tally.errors[0], tally.errors
+    assert "proxy error" in tally.errors[0] and transport.closed
+
+
 def test_a_stopped_poller_reads_no_more() -> None:
     poller, conn, transport, tally = started(expect=0)
     poller.stop()
