@@ -27,7 +27,6 @@ from .client import (
     Publisher,
     Subscription,
     Tally,
-    channel_count,
     connect,
     get_request,
     hold,
@@ -35,6 +34,7 @@ from .client import (
     publish_request,
     subscribe,
     wait_count,
+    wait_subscribed,
 )
 
 TRANSPORTS = ("longpoll", "sse")
@@ -139,7 +139,7 @@ class Target:
         """Poll until the server holds `n` subscribers on `channel` (pushserver: in all its
         workers)."""
         if self.kind == "pushserver":
-            count = channel_count(self.sub, channel)
-        else:
-            count = functools.partial(self._nchan_subscribers, channel)
+            await wait_subscribed(self.sub, channel, n, timeout)
+            return
+        count = functools.partial(self._nchan_subscribers, channel)
         await wait_count(count, n, f"channel {channel}", timeout)

@@ -370,12 +370,16 @@ class Responses:
     def on_message_complete(self) -> None:
         parser = self._parser
         body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        status, keep_alive = parser.get_status_code(), parser.should_keep_alive()
-        if self._headers:
-            answer = Answer(status, body, keep_alive, self._retry, self._headers)
+        headers = self._headers
+        if headers:
             self._headers = {}
-        else:
-            answer = Answer(status, body, keep_alive, self._retry)
+        answer = Answer(
+            parser.get_status_code(),
+            body,
+            parser.should_keep_alive(),
+            self._retry,
+            headers or NO_HEADERS,
+        )
         self._answers.append(answer)
         self._body, self._retry = [], None
 
