@@ -26,6 +26,7 @@ from typing import Any
 from pushserver_measure.machine import (
     listening_pids,
     resident_bytes,
+    kernel_seconds,
     run_seconds,
     with_descendants,
 )
@@ -54,6 +55,7 @@ HELD_COLUMNS = [
     "worst ms",
     "probe worst ms",
     "server µs/delivery",
+    "server kernel %",
     "client µs/delivery",
     "client busy %",
     "RSS KB/subscriber",
@@ -83,6 +85,10 @@ class Server:
 
     def cpu(self) -> float:
         return run_seconds(self.pids)
+
+    def kernel(self) -> float:
+        """Seconds of `cpu` spent in the kernel (10 ms ticks: for runs of seconds)."""
+        return kernel_seconds(self.pids)
 
     def per_subscriber(self, n: int) -> float | str:
         """Resident KB per held subscriber, `n` of them, over the RSS at the start of the run.
@@ -180,7 +186,7 @@ async def held(
         await target.wait_subscribed(name, n)
         rss = server.per_subscriber(n)
         publisher = await target.publisher()
-        cpu, start = server.cpu(), time.time()
+        cpu, kernel, start = server.cpu(), server.kernel(), time.time()
         try:
             for i in range(messages):
                 await asyncio.sleep(max(0.0, start + i / per_s - time.time()))
@@ -190,7 +196,7 @@ async def held(
         published = time.time() - start
         crowds = await crowd.collect()
         probes = [*await first.collect(), *await last.collect()]
-        server_cpu = server.cpu() - cpu
+        server_cpu, server_kernel = server.cpu() - cpu, server.kernel() - kernel
     report = merge([*crowds, *probes])
     lost = report["expected"] - report["received"]
     worst = max(merge(crowds)["latencies"], default=math.nan)
@@ -207,6 +213,7 @@ async def held(
             ms(worst),
             ms(probe_worst),
             1e6 * server_cpu / received,
+            100 * server_kernel / server_cpu if server_cpu > 0 else math.nan,
             1e6 * report["cpu"] / received,
             100 * busy,
             rss,

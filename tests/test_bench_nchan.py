@@ -59,8 +59,11 @@ def check_figures(tables: list[dict]) -> None:
     for row in loads["rows"]:
         figures = dict(zip(columns, row, strict=True))
         assert figures["verdict"] == "valid" and figures["lost"] == 0, figures
-        for name in columns[2:9]:
-            assert figures[name] > 0, (name, figures)
+        for name in columns[2:10]:
+            if name == "server kernel %":  # 10 ms ticks: a quick step may see none
+                assert 0 <= figures[name] <= 100, figures
+            else:
+                assert figures[name] > 0, (name, figures)
     # The second step holds no more than the first: its memory is the first's, reused.
     rss = [r[columns.index("RSS KB/subscriber")] for r in loads["rows"]]
     assert rss[0] > 0 and rss[1] == "n/a", rss
