@@ -10,6 +10,8 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 
+import aiohttp
+import orjson
 from aiohttp import web
 
 from pushserver.config import Settings
@@ -79,3 +81,21 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[bytes, bytes]:
     )
     body = await asyncio.wait_for(reader.readexactly(length), DEADLINE)
     return head, body
+
+
+async def poll(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, target: str
+) -> tuple[int, dict]:
+    """One GET on a kept-alive connection, its answer a JSON body: (status, body)."""
+    writer.write(get(target))
+    head, body = await read_response(reader)
+    return int(head.split(b" ", 2)[1]), orjson.loads(body)
+
+
+async def publish(port: int, channel: str, data: object) -> None:
+    """Publish `data` as JSON, asserting it was taken."""
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(f"http://127.0.0.1:{port}/pub/{channel}", json=data) as resp,
+    ):
+        assert resp.status == 201

@@ -8,30 +8,13 @@ from __future__ import annotations
 import asyncio
 import time
 
-import aiohttp
 import orjson
 
 from pushserver.core.tokens import mint
 
-from .inprocess import get, in_process, read_response
+from .inprocess import get, in_process, poll, publish, read_response
 
 SECRET = "repeat-secret-" + "0123456789abcdef" * 3
-
-
-async def poll(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, target: str
-) -> tuple[int, dict]:
-    writer.write(get(target))
-    head, body = await read_response(reader)
-    return int(head.split(b" ", 2)[1]), orjson.loads(body)
-
-
-async def publish(port: int, channel: str, data: object) -> None:
-    async with (
-        aiohttp.ClientSession() as http,
-        http.post(f"http://127.0.0.1:{port}/pub/{channel}", json=data) as resp,
-    ):
-        assert resp.status == 201
 
 
 async def test_repolls_get_every_message_once_in_order():

@@ -23,6 +23,7 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 from ..wire.framing import Framing, longpoll_body
 from .broker import Broker, ChannelInfo, Item
@@ -30,6 +31,9 @@ from .channel import Channel
 from .messages import Event, Message, control
 from .positions import Position
 from .subscription import Bound, LocalChannel, StreamSubscriber, Waiter, bounded
+
+NO_POSITIONS: Mapping[str, Position] = MappingProxyType({})
+"""No cursor: what `current` asks the broker to follow from (its channel's own head)."""
 
 log = logging.getLogger("pushserver.hub")
 
@@ -145,6 +149,12 @@ class Hub:
         if not self.broker.follow_now(names, positions):
             return None
         return [self.channels[n] for n in names]
+
+    def current(self, ch: LocalChannel) -> bool:
+        """Whether a subscription kept on `ch` may be held again as it is: `ch` is still this
+        hub's channel for its name and the broker has it at hand and current (`open_now`
+        without the lookups, for a re-poll at the channel's head)."""
+        return self.broker.follow_now((ch.name,), NO_POSITIONS) and self.channels.get(ch.name) is ch
 
     def release(self, channels: Iterable[LocalChannel]) -> None:
         """A subscription on these channels ended; a channel nobody published to goes with its

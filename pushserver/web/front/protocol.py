@@ -12,7 +12,10 @@ connection, aiohttp's protocol is told the connection is gone (`connection_lost`
 its handler down.
 
 While a request is in progress (a native one, or aiohttp's), bytes the client sends are kept
-and reading is paused until the connection is back to reading heads.
+until the connection is back to reading heads; once they pass `--max-head-bytes`, reading is
+paused until then. Up to that, reading goes on: a long-poll client's next poll often arrives in
+the loop turn its answer was written in, before the answered poll is done with, and pausing
+and resuming for it would cost two epoll changes per poll.
 """
 
 from __future__ import annotations
@@ -62,6 +65,12 @@ class Answered(Protocol):
     """A long-poll answered, to be done with once the loop turn that answered it is over."""
 
     def done(self) -> None: ...
+
+
+class Kept(Protocol):
+    """What an answered request left on its connection for the next one to reuse (`keep`)."""
+
+    def let_go(self) -> None: ...
 
 
 class Front:
@@ -138,6 +147,7 @@ class FrontProtocol(asyncio.Protocol):
         "front",
         "http",
         "http_done",
+        "kept",
         "looping",
         "paused",
         "peer",
@@ -165,6 +175,8 @@ class FrontProtocol(asyncio.Protocol):
         self.looping = False
         self.poll: Expiring | None = None
         """A long-poll (or a request body being read) held on this connection."""
+        self.kept: Kept | None = None
+        """What the last request left for a repeat of its head (`keep`); let go otherwise."""
         self.sink: Callable[[bytes], bytes] | None = None
         """Where the bytes the client sends go while a request served here reads its body."""
         self.task: asyncio.Task[None] | None = None
@@ -222,7 +234,7 @@ class FrontProtocol(asyncio.Protocol):
         self.buffer = self.buffer + data if self.buffer else data
         if self.state == HEAD:
             self._next()
-        elif not self.paused:
+        elif not self.paused and len(self.buffer) > self.front.head_limit:
             self.paused = True
             self.transport.pause_reading()
 
@@ -251,6 +263,7 @@ class FrontProtocol(asyncio.Protocol):
     def _leave(self) -> None:
         """This protocol is done with the connection (lost, or given away)."""
         self.state = GONE
+        self._let_go_kept()
         self._head_done()
         self.front.connections.discard(self)
         self.front.wheel.cancel(self)
@@ -297,6 +310,7 @@ class FrontProtocol(asyncio.Protocol):
                 self.state = BUSY
                 self._begin(repeat.parsed.head, repeat.parsed.again, value)
                 continue
+            self._let_go_kept()  # only a repeat of the head that kept it may use it
             published = self.published
             if published is not None and raw == published[0]:
                 self._head_done()
@@ -469,6 +483,25 @@ class FrontProtocol(asyncio.Protocol):
             return
         if rest is not None:
             self.task = self.front.loop.create_task(self._run(rest, head))
+
+    def keep(self, kept: Kept) -> None:
+        """Leave `kept` for the next request if it repeats the last remembered head (it takes
+        it with `take_kept`); any other request, or the connection's end, lets it go."""
+        self._let_go_kept()
+        if self.state == GONE:  # lost before the answered request was done with
+            kept.let_go()
+        else:
+            self.kept = kept
+
+    def take_kept(self) -> Kept | None:
+        kept, self.kept = self.kept, None
+        return kept
+
+    def _let_go_kept(self) -> None:
+        kept = self.kept
+        if kept is not None:
+            self.kept = None
+            kept.let_go()
 
     def remember(self, head: RequestHead, name: str, parsed: Again) -> None:
         """Serve the next head that is this one (being served) but for query parameter `name`

@@ -112,6 +112,13 @@ def _positions(cursor: str, channels: tuple[str, ...]) -> Mapping[str, Position]
     return MappingProxyType(restrict(parse_cursor(cursor), channels))
 
 
+def backlog_after(state: ServerState, channels: list[LocalChannel], cursor: str) -> list[Event]:
+    """What a subscription on `channels` (all open, none with messages pending) has missed at
+    `cursor`: a gap, then messages; raises InvalidInput for a bad cursor."""
+    names = tuple(ch.name for ch in channels)
+    return state.hub.backlog(channels, _positions(cursor, names), 0)[0]
+
+
 def parse_subscribe(state: ServerState, head: RequestHead, kind: str) -> Subscribe:
     """The subscription a head asks for (channels, history, token); raises PushError."""
     settings = state.settings
@@ -130,6 +137,18 @@ def reserve(state: ServerState, parsed: Subscribe, cursor: str, remote: str) -> 
     if state.draining:
         raise draining()
     positions = _positions(cursor, parsed.channels)
+    kind, channels = parsed.kind, parsed.channels
+    admit(state, kind, remote)
+    return SubscribeRequest(
+        state, kind, channels, positions, parsed.history, remote, parsed.expires
+    )
+
+
+def admit(state: ServerState, kind: str, remote: str) -> None:
+    """Check the connection limits and count a held connection of `kind` from `remote`
+    (`hub.leave` gives it back); raises PushError when the server drains or is full."""
+    if state.draining:
+        raise draining()
     settings = state.settings
     hub = state.hub
     # Connections still sending their heads are bounded on their own when accepted
@@ -146,11 +165,7 @@ def reserve(state: ServerState, parsed: Subscribe, cursor: str, remote: str) -> 
         raise TooMany(
             "too_many_connections", f"at most {per_ip} held connections per client address"
         )
-    kind, channels = parsed.kind, parsed.channels
     hub.enter(kind, remote)  # reserved before any await, so concurrent requests see it
-    return SubscribeRequest(
-        state, kind, channels, positions, parsed.history, remote, parsed.expires
-    )
 
 
 def open_now(sub_req: SubscribeRequest) -> Start | None:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING
 
-from ...core.errors import InvalidInput, draining
+from ...core.errors import InvalidInput, PushError, draining
 from ...core.subscription import Bound, Start, Waiter
 from ...wire.framing import longpoll_body
 from ..front.answer import JSON, NO_CACHE, json_answer
@@ -23,6 +23,8 @@ from ..state import ServerState
 from .common import (
     Subscribe,
     SubscribeRequest,
+    admit,
+    backlog_after,
     begin,
     int_param,
     open_channels,
@@ -112,21 +114,37 @@ class Poll(Waiter):
 
     def done(self) -> None:
         """From the front end, after the answer: the connection goes on to its next request."""
-        self._let_go()
-        self.conn.poll = None
-        self.conn.finish(self.head is None or self.head.keep_alive)
+        conn = self.conn
+        self._leave()
+        conn.poll = None
+        if self.reusable():
+            conn.keep(self)  # for the client's next poll, which the channel most likely awaits
+        else:
+            self.let_go()
+        conn.finish(self.head is None or self.head.keep_alive)
 
-    def _let_go(self) -> None:
+    def _leave(self) -> None:
+        """No longer held: out of the fan-out, its connection slot given back."""
         hub = self.conn.front.state.hub
         hub.remove_waiter(self)
         hub.leave("longpoll", self.remote)
-        hub.release(self.channels)
+
+    def let_go(self) -> None:
+        """Give back its channels (the end of a poll not held again)."""
+        self.conn.front.state.hub.release(self.channels)
 
     def lost(self) -> None:
         """The client left while the poll waited."""
         if not self.answered:
             self.answered = True
-            self._let_go()
+            self._leave()
+            self.let_go()
+
+    def reusable(self) -> bool:
+        """Whether the connection may keep this answered poll for its next one: a plain poll
+        of one channel that has had a message (so keeping it holds no state that would
+        otherwise go)."""
+        return False
 
 
 class PlainPoll(Poll):
@@ -134,6 +152,49 @@ class PlainPoll(Poll):
 
     __slots__ = ()
     wrap = staticmethod(json_answer)
+
+    def reusable(self) -> bool:
+        ch = self.single
+        return ch is not None and not ch.unstarted
+
+    def reuse(self, request: PollRequest, cursor: str) -> bool:
+        """Serve `request`'s head with `cursor` with this kept poll: hold it again when the
+        cursor is where its channel is (nothing to answer with, so nothing to look up), or
+        answer at once with what the channel has had since (the same answer for every client
+        at that cursor, built once) and keep it again. Else give back its channels and return
+        False: the request is then served as a new poll."""
+        ch = self.single
+        conn = self.conn
+        state = conn.front.state
+        if (
+            ch is None
+            or not request.subscribe.fresh()
+            or ch.pending
+            or request.timeout == 0
+            or conn.transport.is_closing()
+            or not state.hub.current(ch)
+        ):
+            self.let_go()
+            return False
+        try:
+            if cursor == ch.sent_position:
+                admit(state, "longpoll", self.remote)
+                self.answered = False
+                self.hold(request.hold_time())
+                return True
+            body = request.missed.body(self, cursor)
+            if body is None:
+                self.let_go()
+                return False
+            admit(state, "longpoll", self.remote)  # refused when full, as a new poll would be
+        except PushError:
+            self.let_go()
+            raise
+        state.hub.leave("longpoll", self.remote)
+        conn.transport.write(json_answer(body))
+        conn.keep(self)
+        conn.finish(True)
+        return True
 
     def resolve(self, body: bytes) -> None:
         self.send(json_answer(body))
@@ -158,6 +219,38 @@ def handle(conn: FrontProtocol, head: RequestHead) -> Awaitable[None] | None:
     return poll.serve(conn, head.query.get("cursor", ""))
 
 
+MISSED_KEPT_BYTES = 4096
+"""Largest answer `Missed` keeps: every distinct poll head keeps at most one."""
+
+
+class Missed:
+    """The last answer built for a poll behind its channel's head, for the polls with the same
+    head and cursor that follow: after a fan-out that outran the clients' re-polls, a
+    channel's clients all re-poll with the cursor of the answer before. Valid while the
+    channel holds what it held (the same epoch, last id sent and oldest id buffered)."""
+
+    __slots__ = ("answer", "key")
+
+    def __init__(self) -> None:
+        self.key: tuple[str, str, int, int, str] | None = None
+        self.answer: bytes | None = None
+
+    def body(self, poll: PlainPoll, cursor: str) -> bytes | None:
+        """The answer body for `poll` (a kept one-channel poll of this head) at `cursor`, or
+        None when the channel has nothing for it; raises InvalidInput for a bad cursor."""
+        ch = poll.single
+        assert ch is not None
+        oldest = ch.history[0].id if ch.history else 0
+        key = (ch.name, ch.epoch, ch.sent_id, oldest, cursor)
+        if key == self.key:
+            return self.answer
+        events = backlog_after(poll.conn.front.state, poll.channels, cursor)
+        answer = poll.answer(events)[0] if events else None
+        if answer is None or len(answer) <= MISSED_KEPT_BYTES:
+            self.key, self.answer = key, answer
+        return answer
+
+
 @dataclasses.dataclass(slots=True, frozen=True, eq=False)
 class PollRequest:
     """A poll's head, parsed, but for its cursor: the same for every re-poll of a client, so
@@ -170,6 +263,7 @@ class PollRequest:
     bound: Bound
     plain: bool
     """Whether its answer is a `PlainPoll`'s (`FrontProtocol.plain`, no JSONP)."""
+    missed: Missed = dataclasses.field(default_factory=Missed)
 
     @classmethod
     def parse(cls, conn: FrontProtocol, head: RequestHead) -> PollRequest:
@@ -184,10 +278,24 @@ class PollRequest:
         return cls(head, subscribe, timeout, callback, bound, plain)
 
     def again(self, conn: FrontProtocol, cursor: str) -> Awaitable[None] | None:
-        """Serve this head again with `cursor` (its token checked again when near expiry)."""
+        """Serve this head again with `cursor` (its token checked again when near expiry),
+        holding the connection's kept poll again when it can."""
+        kept = conn.take_kept()
+        if kept is not None:
+            assert isinstance(kept, PlainPoll)  # only a plain poll is kept, for its own head
+            if kept.reuse(self, cursor):
+                return None
         if self.subscribe.fresh():
             return self.serve(conn, cursor)
         return PollRequest.parse(conn, self.head).serve(conn, cursor)
+
+    def hold_time(self) -> float:
+        """How long a poll of this head is held: its timeout, cut short by its token's expiry
+        (it is then answered with its cursor)."""
+        expires = self.subscribe.expires
+        if expires is None:
+            return self.timeout
+        return min(self.timeout, max(0.0, expires - time.time()))
 
     def serve(self, conn: FrontProtocol, cursor: str) -> Awaitable[None] | None:
         state = conn.front.state
@@ -213,9 +321,7 @@ class PollRequest:
     def _go(self, conn: FrontProtocol, sub_req: SubscribeRequest, start: Start) -> None:
         """Answer with the backlog (or at once for `?timeout=0`), else hold."""
         head = self.head
-        timeout = self.timeout
-        if sub_req.expires is not None:  # answered, with its cursor, when its token expires
-            timeout = min(timeout, max(0.0, sub_req.expires - time.time()))
+        timeout = self.hold_time()
         poll: Poll
         if self.plain:
             poll, events = begin(start, PlainPoll, self.bound, conn, None, None)
