@@ -26,8 +26,8 @@ from typing import Any
 from pushserver_measure.machine import (
     listening_pids,
     resident_bytes,
-    kernel_seconds,
     run_seconds,
+    user_system_seconds,
     with_descendants,
 )
 from pushserver_measure.verdict import BUSY, CROWD_OVER_PROBE
@@ -86,9 +86,9 @@ class Server:
     def cpu(self) -> float:
         return run_seconds(self.pids)
 
-    def kernel(self) -> float:
-        """Seconds of `cpu` spent in the kernel (10 ms ticks: for runs of seconds)."""
-        return kernel_seconds(self.pids)
+    def split(self) -> tuple[float, float]:
+        """User and kernel seconds (10 ms ticks: for a share over a run of seconds)."""
+        return user_system_seconds(self.pids)
 
     def per_subscriber(self, n: int) -> float | str:
         """Resident KB per held subscriber, `n` of them, over the RSS at the start of the run.
@@ -186,7 +186,7 @@ async def held(
         await target.wait_subscribed(name, n)
         rss = server.per_subscriber(n)
         publisher = await target.publisher()
-        cpu, kernel, start = server.cpu(), server.kernel(), time.time()
+        cpu, split, start = server.cpu(), server.split(), time.time()
         try:
             for i in range(messages):
                 await asyncio.sleep(max(0.0, start + i / per_s - time.time()))
@@ -196,7 +196,8 @@ async def held(
         published = time.time() - start
         crowds = await crowd.collect()
         probes = [*await first.collect(), *await last.collect()]
-        server_cpu, server_kernel = server.cpu() - cpu, server.kernel() - kernel
+        server_cpu = server.cpu() - cpu
+        user, kernel = (b - a for a, b in zip(split, server.split(), strict=True))
     report = merge([*crowds, *probes])
     lost = report["expected"] - report["received"]
     worst = max(merge(crowds)["latencies"], default=math.nan)
@@ -213,7 +214,7 @@ async def held(
             ms(worst),
             ms(probe_worst),
             1e6 * server_cpu / received,
-            100 * server_kernel / server_cpu if server_cpu > 0 else math.nan,
+            100 * kernel / (user + kernel) if user + kernel > 0 else math.nan,
             1e6 * report["cpu"] / received,
             100 * busy,
             rss,

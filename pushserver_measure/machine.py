@@ -133,19 +133,22 @@ def run_seconds(pids: list[int]) -> float:
     return total / 1e9
 
 
-def kernel_seconds(pids: list[int]) -> float:
-    """System (kernel) CPU seconds of every thread of `pids`, from /proc/PID/task/*/stat: 10 ms
-    ticks, so it is read over a run of seconds, as a share of `run_seconds` over the same run."""
-    ticks = 0
+def user_system_seconds(pids: list[int]) -> tuple[float, float]:
+    """User and system (kernel) CPU seconds of every thread of `pids`, from
+    /proc/PID/task/*/stat: 10 ms ticks, so a share of one in the other is read over a run of
+    seconds (`run_seconds` is the precise total)."""
+    user = system = 0
     for pid in pids:
         for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
             try:
                 # Fields after the command name, which is in parentheses and may hold spaces:
-                # state is the first, stime (system ticks) the thirteenth.
-                ticks += int(stat.read_text().rpartition(")")[2].split()[12])
+                # state is the first, utime and stime (ticks) the twelfth and thirteenth.
+                fields = stat.read_text().rpartition(")")[2].split()
+                user, system = user + int(fields[11]), system + int(fields[12])
             except (OSError, IndexError, ValueError):
                 continue  # a thread that ended between the listing and the read
-    return ticks / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return user / tick, system / tick
 
 
 def resident_bytes(pids: list[int]) -> int:

@@ -1,4 +1,5 @@
-"""The /proc readings the bench divides by: kernel seconds against the kernel's own count."""
+"""The /proc readings the bench divides by: user and kernel seconds against the kernel's own
+count of them."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import os
 import threading
 import time
 
-from pushserver_measure.machine import kernel_seconds, run_seconds
+from pushserver_measure.machine import run_seconds, user_system_seconds
 
 
 def _syscalls(seconds: float) -> None:
@@ -20,7 +21,14 @@ def _syscalls(seconds: float) -> None:
         os.close(fd)
 
 
-def test_kernel_seconds_sums_every_live_thread() -> None:
+def _python(seconds: float) -> None:
+    """Spend CPU in user space."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        sum(range(1000))
+
+
+def test_user_and_system_seconds_sum_every_live_thread() -> None:
     tick = 1 / os.sysconf("SC_CLK_TCK")
     spent, release = threading.Event(), threading.Event()
 
@@ -31,23 +39,27 @@ def test_kernel_seconds_sums_every_live_thread() -> None:
 
     pid = os.getpid()
     # Differences over the test: os.times() also counts threads that ended before it.
-    kernel, system, run = kernel_seconds([pid]), os.times().system, run_seconds([pid])
+    (user, system), times, run = user_system_seconds([pid]), os.times(), run_seconds([pid])
     thread = threading.Thread(target=worker)
     thread.start()
     try:
         _syscalls(0.3)
+        _python(0.3)
         assert spent.wait(10)
-        low = os.times().system - system
-        reading = kernel_seconds([pid]) - kernel
-        high = os.times().system - system
+        low = os.times()
+        after = user_system_seconds([pid])
+        high = os.times()
         ran = run_seconds([pid]) - run
     finally:
         release.set()
         thread.join()
-    assert low - 2 * tick <= reading <= high + 2 * tick
-    assert reading > 0.2  # both threads read /dev/zero for 0.3 s each, mostly in the kernel
-    assert reading <= ran + 2 * tick
+    user, system = after[0] - user, after[1] - system
+    assert low.system - times.system - 2 * tick <= system <= high.system - times.system + 2 * tick
+    assert low.user - times.user - 2 * tick <= user <= high.user - times.user + 2 * tick
+    assert system > 0.2  # both threads read /dev/zero for 0.3 s each, mostly in the kernel
+    assert user > 0.2  # the main thread's 0.3 s of Python
+    assert user + system <= ran + 4 * tick
 
 
 def test_a_gone_process_reads_as_nothing() -> None:
-    assert kernel_seconds([2**22 + 7]) == 0
+    assert user_system_seconds([2**22 + 7]) == (0, 0)
