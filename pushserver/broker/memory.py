@@ -78,6 +78,9 @@ class MemoryBroker(Reporting):
             self._state(name)
         return True
 
+    def current(self, name: str) -> bool:
+        return True  # the hub's channels are the history
+
     def following(self, name: str) -> bool:
         return False
 

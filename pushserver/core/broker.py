@@ -98,6 +98,11 @@ class Broker(Protocol):
         """`follow` when it needs no wait (the channels are at hand and current): True then;
         False when the caller must await `follow`. Lets a re-poll skip a task."""
 
+    def current(self, name: str) -> bool:
+        """Whether the sink's state of `name`, which it holds, may be used as it is: a re-poll at
+        the channel's head is then held on it (`follow_now` without a cursor, made cheap for
+        the engine whose sink is the whole truth)."""
+
     def following(self, name: str) -> bool:
         """Whether the broker keeps `name` in the sink (the hub's idle sweep leaves it)."""
 

@@ -23,7 +23,6 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from types import MappingProxyType
 
 from ..wire.framing import Framing, longpoll_body
 from .broker import Broker, ChannelInfo, Item
@@ -31,9 +30,6 @@ from .channel import Channel
 from .messages import Event, Message, control
 from .positions import Position
 from .subscription import Bound, LocalChannel, StreamSubscriber, Waiter, bounded
-
-NO_POSITIONS: Mapping[str, Position] = MappingProxyType({})
-"""No cursor: what `current` asks the broker to follow from (its channel's own head)."""
 
 log = logging.getLogger("pushserver.hub")
 
@@ -154,7 +150,7 @@ class Hub:
         """Whether a subscription kept on `ch` may be held again as it is: `ch` is still this
         hub's channel for its name and the broker has it at hand and current (`open_now`
         without the lookups, for a re-poll at the channel's head)."""
-        return self.broker.follow_now((ch.name,), NO_POSITIONS) and self.channels.get(ch.name) is ch
+        return self.channels.get(ch.name) is ch and self.broker.current(ch.name)
 
     def release(self, channels: Iterable[LocalChannel]) -> None:
         """A subscription on these channels ended; a channel nobody published to goes with its

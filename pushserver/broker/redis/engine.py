@@ -223,6 +223,9 @@ class RedisBroker(Reporting):
         records = [self._listen(name) for name in names]
         return all(r.order.loaded and not self._behind(r, positions) for r in records)
 
+    def current(self, name: str) -> bool:
+        return self.follow_now((name,), {})
+
     def following(self, name: str) -> bool:
         return name in self.records
 
