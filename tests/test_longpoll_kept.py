@@ -10,11 +10,14 @@ import collections
 import contextlib
 from collections.abc import Iterable, Iterator
 
+import pytest
+
 from pushserver.core.tokens import mint
 from pushserver.web.state import ServerState
 
 from .inprocess import in_process, publish, until
 from .inprocess import poll as poll_on
+from .redis_fixture import redis_server_fixture  # noqa: F401
 
 SECRET = "kept-secret-" + "0123456789abcdef" * 3
 Conn = tuple[asyncio.StreamReader, asyncio.StreamWriter]
@@ -91,8 +94,16 @@ def channel_books(state: ServerState) -> Iterator[collections.Counter[str]]:
         hub.open_now, hub.open, hub.release = open_now, open_, release  # type: ignore[method-assign]
 
 
-async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll():
-    async with in_process() as (state, _, port):
+@pytest.fixture(params=["memory", "redis"])
+def broker(request: pytest.FixtureRequest) -> dict[str, object]:
+    """The settings of each broker: the memory engine, and Redis (a server of its own)."""
+    if request.param == "memory":
+        return {}
+    return {"redis": request.getfixturevalue("redis_server").url}
+
+
+async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll(broker: dict) -> None:
+    async with in_process(**broker) as (state, _, port):
         conn, waiter, answer = await answered_once(state, port, "kept")
         again = asyncio.create_task(poll(conn, f"/lp/kept?timeout=20&cursor={answer['cursor']}"))
         await until(lambda: len(waiters(state, "kept")) == 1, "the re-poll held")
@@ -105,11 +116,13 @@ async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll():
         conn[1].close()
 
 
-async def test_a_repoll_behind_the_head_gets_what_was_published_meanwhile():
-    async with in_process() as (state, _, port):
+async def test_a_repoll_behind_the_head_gets_what_was_published_meanwhile(broker: dict) -> None:
+    async with in_process(**broker) as (state, _, port):
         conn, waiter, answer = await answered_once(state, port, "behind")
         await publish(port, "behind", 2)  # while the connection is between polls
         await publish(port, "behind", 3)
+        ch = state.hub.channels["behind"]
+        await until(lambda: ch.sent_id == 4, "both fanned out (ids 3 and 4; 1 and 2 before)")
         status, answer = await poll(conn, f"/lp/behind?timeout=20&cursor={answer['cursor']}")
         assert (status, [m["data"] for m in answer["messages"]]) == (200, [2, 3])
         task = asyncio.create_task(poll(conn, f"/lp/behind?timeout=20&cursor={answer['cursor']}"))
@@ -162,8 +175,10 @@ async def test_kept_polls_behind_the_head_answer_as_new_polls_would():
             await until(lambda: not +books and not -books, "every open channel given back")
 
 
-async def test_every_poll_gives_its_channels_back_once_however_its_connection_goes_on():
-    async with in_process() as (state, _, port):
+async def test_every_poll_gives_its_channels_back_once_however_its_connection_goes_on(
+    broker: dict,
+) -> None:
+    async with in_process(**broker) as (state, _, port):
         await publish(port, "books", "start")
         with channel_books(state) as books:
             conns = [await connect(port) for _ in range(4)]
