@@ -16,7 +16,7 @@ from aiohttp import web
 
 from pushserver.config import Settings
 from pushserver.web.app import create_app
-from pushserver.web.server import listening_socket, start_serving
+from pushserver.web.server import Serving, listening_socket, start_serving
 from pushserver.web.state import ServerState
 
 DEADLINE = 20.0
@@ -32,18 +32,23 @@ async def until(check: Callable[[], bool], what: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def in_process(**settings: object) -> AsyncIterator[tuple[ServerState, web.AppRunner, int]]:
+async def serving(**settings: object) -> AsyncIterator[Serving]:
     """Started as `pushserver.web.server` starts it: the front end accepts, aiohttp serves what
     it passes on."""
     config = Settings(port=0, **settings)
-    sock = listening_socket(config)
-    serving = await start_serving(await create_app(config), sock)
-    port = sock.getsockname()[1]
+    started = await start_serving(await create_app(config), listening_socket(config))
     try:
-        yield serving.state, serving.runner, port
+        yield started
     finally:
-        serving.listener.close()
-        await serving.runner.cleanup()
+        started.listener.close()
+        await started.runner.cleanup()
+
+
+@contextlib.asynccontextmanager
+async def in_process(**settings: object) -> AsyncIterator[tuple[ServerState, web.AppRunner, int]]:
+    """`serving`, as its state, its aiohttp runner and the port it listens on."""
+    async with serving(**settings) as started:
+        yield started.state, started.runner, started.listener.sockets[0].getsockname()[1]
 
 
 def get(path: str, version: str = "1.1", headers: str = "") -> bytes:

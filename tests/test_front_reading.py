@@ -5,17 +5,12 @@ client's next poll, arriving in the loop turn its answer went out, costs no paus
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
-
 import orjson
 
-from pushserver.config import Settings
-from pushserver.web.app import create_app
 from pushserver.web.front.protocol import FrontProtocol
-from pushserver.web.server import Serving, listening_socket, start_serving
+from pushserver.web.server import Serving
 
-from .inprocess import get, until
+from .inprocess import get, serving, until
 
 
 class Transport:
@@ -45,18 +40,6 @@ class Transport:
 
     def resume_reading(self) -> None:
         self.reading = True
-
-
-@contextlib.asynccontextmanager
-async def serving(**settings: object) -> AsyncIterator[Serving]:
-    """A server in this loop, its connections fed by hand over `Transport`s."""
-    config = Settings(port=0, **settings)
-    started = await start_serving(await create_app(config), listening_socket(config))
-    try:
-        yield started
-    finally:
-        started.listener.close()
-        await started.runner.cleanup()
 
 
 def connect(server: Serving) -> tuple[FrontProtocol, Transport]:
