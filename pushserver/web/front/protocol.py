@@ -487,7 +487,7 @@ class FrontProtocol(asyncio.Protocol):
     def keep(self, kept: Kept) -> None:
         """Leave `kept` for the next request if it repeats the last remembered head (it takes
         it with `take_kept`); any other request, or the connection's end, lets it go."""
-        self._let_go_kept()
+        assert self.kept is None  # taken by the request that ends with this call, or let go
         if self.state == GONE:  # lost before the answered request was done with
             kept.let_go()
         else:

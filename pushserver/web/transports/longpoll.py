@@ -176,20 +176,23 @@ class PlainPoll(Poll):
         ):
             self.let_go()
             return False
+        at_head = cursor == ch.sent_position
         try:
-            if cursor == ch.sent_position:
-                admit(state, "longpoll", self.remote)
-                self.answered = False
-                self.hold(request.hold_time())
-                return True
-            body = request.missed.body(self, cursor)
-            if body is None:
+            body = None if at_head else request.missed.body(self, cursor)
+            if body is None and not at_head:
                 self.let_go()
                 return False
-            admit(state, "longpoll", self.remote)  # refused when full, as a new poll would be
+            # Counted as a new poll would be (refused when full), though an answer at once
+            # gives its slot back at once.
+            admit(state, "longpoll", self.remote)
         except PushError:
             self.let_go()
             raise
+        if at_head:
+            self.answered = False
+            self.hold(request.hold_time())
+            return True
+        assert body is not None
         state.hub.leave("longpoll", self.remote)
         conn.transport.write(json_answer(body))
         conn.keep(self)
