@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import platform
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,17 +121,24 @@ def listening_pids(port: int) -> list[int]:
     return sorted(pids)
 
 
+def _task_fields(pids: list[int], name: str, least: int) -> Iterator[list[str]]:
+    """The fields of /proc/PID/task/*/`name` of every thread of `pids` (after the command name
+    in parentheses, which may hold spaces), at least `least` of them; a thread that ends
+    between the listing and the read is left out."""
+    for pid in pids:
+        for path in Path(f"/proc/{pid}/task").glob(f"*/{name}"):
+            try:
+                fields = path.read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if len(fields) >= least:
+                yield fields
+
+
 def run_seconds(pids: list[int]) -> float:
     """CPU seconds all threads of `pids` have run, from /proc/PID/task/*/schedstat: nanosecond
     counts, where /proc/PID/stat counts 10 ms ticks that a short measurement may never see."""
-    total = 0
-    for pid in pids:
-        for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
-            try:
-                total += int(stat.read_text().split()[0])
-            except (OSError, IndexError, ValueError):
-                continue  # a thread that ended between the listing and the read
-    return total / 1e9
+    return sum(int(fields[0]) for fields in _task_fields(pids, "schedstat", 1)) / 1e9
 
 
 def user_system_seconds(pids: list[int]) -> tuple[float, float]:
@@ -138,15 +146,9 @@ def user_system_seconds(pids: list[int]) -> tuple[float, float]:
     /proc/PID/task/*/stat: 10 ms ticks, so a share of one in the other is read over a run of
     seconds (`run_seconds` is the precise total)."""
     user = system = 0
-    for pid in pids:
-        for stat in Path(f"/proc/{pid}/task").glob("*/stat"):
-            try:
-                # Fields after the command name, which is in parentheses and may hold spaces:
-                # state is the first, utime and stime (ticks) the twelfth and thirteenth.
-                fields = stat.read_text().rpartition(")")[2].split()
-                user, system = user + int(fields[11]), system + int(fields[12])
-            except (OSError, IndexError, ValueError):
-                continue  # a thread that ended between the listing and the read
+    for fields in _task_fields(pids, "stat", 13):
+        # state is the first field after the command name; utime and stime the 12th and 13th
+        user, system = user + int(fields[11]), system + int(fields[12])
     tick = os.sysconf("SC_CLK_TCK")
     return user / tick, system / tick
 
