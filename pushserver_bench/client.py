@@ -4,6 +4,12 @@ The bench must cost far less than the server it measures, so it speaks just enou
 no client library, and no per-message parsing unless latency is wanted. Counting deliveries is a
 byte count per chunk: every event the server frames ends with `}` and its terminator, and a
 chunk written by the fan-out always holds whole events.
+
+A subscriber times a delivery by when its bytes arrived (`arrival`: the kernel's receive
+timestamp), not when its process got round to reading them, so the latencies are the server's
+even when the client is short of CPU. What a client can still add is a long-poll's re-poll sent
+late: a message published between an answer's arrival and the next poll waited on the client,
+and is counted (`Tally.late`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from pushserver_measure.http11 import (
     parse_head,
     request_bytes,
 )
+
+from .arrival import ArrivalTransport, open_arrival
 
 TRANSPORTS = ("stream", "sse", "ws", "longpoll")
 CONNECT_CONCURRENCY = 100
@@ -68,7 +76,17 @@ def _head(raw: bytes) -> Head:
 class Tally:
     """Deliveries counted across the subscribers of one process."""
 
-    __slots__ = ("_target", "_waiter", "errors", "first", "last", "latencies", "parse", "received")
+    __slots__ = (
+        "_target",
+        "_waiter",
+        "errors",
+        "first",
+        "last",
+        "late",
+        "latencies",
+        "parse",
+        "received",
+    )
 
     def __init__(self, parse: bool) -> None:
         self.parse = parse
@@ -76,6 +94,8 @@ class Tally:
         self.first = 0.0
         self.last = 0.0
         self.latencies: list[float] = []
+        self.late = 0
+        """Messages that waited on a long-poll client's late re-poll (`stamp`'s `held`)."""
         self.errors: list[str] = []
         self._target = 0
         self._waiter: asyncio.Future[None] | None = None
@@ -98,10 +118,23 @@ class Tally:
         self.stamp(env["data"], now)
         return env["id"]
 
-    def stamp(self, data: object, now: float) -> None:
-        """Record the latency of a message that carries its send time (`message_data`)."""
+    def stamp(self, data: object, now: float, held: tuple[float, float] | None = None) -> None:
+        """Record the latency of a message that carries its send time (`message_data`).
+
+        `held`: from when a long-poll client's last answer arrived to when its next poll went
+        out; a message published in between waited on the client, not the server."""
         if isinstance(data, dict) and "t" in data:
-            self.latencies.append(now - data["t"])
+            sent = data["t"]
+            self.latencies.append(now - sent)
+            if held is not None and held[0] < sent < held[1]:
+                self.late += 1
+
+    def unstamped(self) -> float:
+        """The time for a read that carried no receive timestamp: now, and an error, since
+        such a latency includes the client's own delay."""
+        if not any(e.startswith("no receive timestamp") for e in self.errors):
+            self.error("no receive timestamp on a read: latency timed when read")
+        return time.time()
 
     def error(self, text: str) -> None:
         if len(self.errors) < 20:
@@ -139,6 +172,13 @@ class HttpConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+
+    @property
+    def arrived(self) -> float | None:
+        """When the last bytes read arrived: an `ArrivalTransport`'s `arrived` (`poll` makes
+        its connections so); None on a connection that does not know."""
+        arrived: float | None = getattr(self.transport, "arrived", None)
+        return arrived
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -237,7 +277,7 @@ class HeldSubscriber(asyncio.Protocol):
     def __init__(self, tally: Tally, terminator: bytes) -> None:
         self.tally = tally
         self.terminator = terminator
-        self.transport: asyncio.Transport | None = None
+        self.transport: ArrivalTransport | None = None
         self.buf = bytearray()
         self.headers_done = False
         self.chunked = True
@@ -245,7 +285,13 @@ class HeldSubscriber(asyncio.Protocol):
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        assert isinstance(transport, ArrivalTransport)  # made by `hold`
+        self.transport = transport
+
+    def arrival(self) -> float:
+        """When the bytes being read arrived."""
+        assert self.transport is not None
+        return self.transport.arrived or self.tally.unstamped()
 
     def data_received(self, data: bytes) -> None:
         buf = self.buf
@@ -292,7 +338,7 @@ class HeldSubscriber(asyncio.Protocol):
         n = payload.count(self.terminator)
         if not n:
             return
-        now = time.time()
+        now = self.arrival()
         if self.tally.parse:
             self._parse(payload, now)
         self.tally.add(n, now)
@@ -334,7 +380,7 @@ class WebSocketSubscriber(HeldSubscriber):
             return
         pos, size, n = 0, len(buf), 0
         parse = self.tally.parse
-        now = time.time()
+        now = self.arrival()
         while pos + 2 <= size:
             opcode, length = buf[pos] & 0x0F, buf[pos + 1] & 0x7F
             start = pos + 2
@@ -374,6 +420,8 @@ class LongPoller:
         self.cursor = ""
         self.stopped = False
         self.around = (b"", b"")
+        self.held = (0.0, 0.0)
+        """When the last answer arrived and the next poll went out (`Tally.stamp`)."""
 
     def request(self) -> bytes:
         """The next poll: the same request but for its cursor, built once around it."""
@@ -396,7 +444,12 @@ class LongPoller:
         before, _, after = raw.partition(marker.encode())
         self.around = before, after
         self.conn.listener = self
+        self.send()
+
+    def send(self) -> None:
+        """The next poll, noting when it went out."""
         self.conn.send(self.request())
+        self.held = (self.held[0], time.time())
 
     def stop(self) -> None:
         self.stopped = True
@@ -409,7 +462,9 @@ class LongPoller:
             self.tally.error(f"long-poll answered {status} {body[:100]!r}")
             self.stopped = True
             return
-        now = time.time()
+        now = self.conn.arrived or self.tally.unstamped()
+        held = self.held
+        self.held = (now, now)
         try:
             datas = self.messages(body)
         except (ValueError, KeyError, TypeError) as exc:
@@ -420,11 +475,11 @@ class LongPoller:
         if self.expect and self.count >= self.expect:
             self.stopped = True
         else:
-            self.conn.send(self.request())  # the re-poll goes out first
+            self.send()  # the re-poll goes out first
         if datas:
             if self.tally.parse:
                 for data in datas:
-                    self.tally.stamp(data, now)
+                    self.tally.stamp(data, now, held)
             self.tally.add(len(datas), now)
 
     def lost(self) -> None:
@@ -446,7 +501,9 @@ async def poll(
 ) -> Subscription:
     """Start the long-poll loop `make` builds on a new connection (keeping the answers' headers
     named in `keep`); returns it and its stop."""
-    poller = make(await connect(url, source, keep))
+    at = Endpoint.parse(url)
+    _, conn = await open_arrival(lambda: HttpConnection(keep), at.host, at.port, source)
+    poller = make(conn)
     poller.start(timeout)
     return poller, poller.stop
 
@@ -456,9 +513,7 @@ async def hold(
 ) -> Subscription:
     """Send the subscribe request `raw` on a new connection and wait for its response head."""
     at = Endpoint.parse(url)
-    held, sub = await asyncio.get_running_loop().create_connection(
-        make, at.host, at.port, local_addr=(source, 0) if source else None
-    )
+    held, sub = await open_arrival(make, at.host, at.port, source)
     held.write(raw)
     await sub.ready
     return sub, held.close

@@ -105,6 +105,7 @@ async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
                 "first": tally.first,
                 "last": tally.last,
                 "latencies": tally.latencies,
+                "late": tally.late,
                 "errors": tally.errors,
                 "cpu": time.process_time() - cpu,
             },
@@ -215,7 +216,7 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
         "cpu": sum(r["cpu"] for r in reports),
         "errors": [e for r in reports for e in r["errors"]],
     }
-    for key in ("received", "expected"):
+    for key in ("received", "expected", "late"):
         if key in reports[0]:
             out[key] = sum(r[key] for r in reports)
     for key in ("latencies", "times"):

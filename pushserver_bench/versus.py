@@ -7,17 +7,16 @@ per delivery (a long-poll's re-poll included) and its resident memory per held s
 from the server's processes in /proc (nginx: master and workers). Then the light loads: 1→1
 latency, server CPU per published message, fan-out to 100 SSE subscribers from 8 publishers.
 
-A row is invalid when the client, not the server, set its figure: a client process busy for
-most of a core, or the crowd's worst latency far above that of two probes, lone subscribers in
-client processes of their own, one subscribed before the crowd and one after (whichever end of
-its list a server serves last, one of them sees the server's whole delay and none of the
-crowd's client work).
+A delivery is timed by when its bytes arrived (the kernel's receive timestamp, `arrival`), so a
+client process that reads late does not add its delay. A row is invalid when the client, not
+the server, set its figure all the same: a client process busy for most of a core, or a
+long-poll message that waited on a re-poll the client sent late (published after the answer
+before it had arrived, and before the client polled again).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import os
 import time
@@ -30,7 +29,7 @@ from pushserver_measure.machine import (
     user_system_seconds,
     with_descendants,
 )
-from pushserver_measure.verdict import BUSY, CROWD_OVER_PROBE
+from pushserver_measure.verdict import BUSY
 
 from .client import BenchError, Publisher, Tally, message_data
 from .context import Bench, channel
@@ -43,8 +42,6 @@ from .targets import TRANSPORTS, Target
 SIZES = (1000, 5000, 10_000, 19_900)
 PER_PROCESS = 5000
 """Subscribers per client process at most: a quarter of its open files."""
-SLACK = 0.02
-"""A crowd worst within this many seconds of the probe's is scheduling noise, not the client."""
 FAN_OUT_SUBSCRIBERS, FAN_OUT_PUBLISHERS = 100, 8
 
 HELD_COLUMNS = [
@@ -53,12 +50,12 @@ HELD_COLUMNS = [
     "messages",
     "publish s",
     "worst ms",
-    "probe worst ms",
     "server µs/delivery",
     "server kernel %",
     "client µs/delivery",
     "client busy %",
     "RSS KB/subscriber",
+    "waited on client",
     "verdict",
 ]
 LIGHT_COLUMNS = [
@@ -128,18 +125,15 @@ def sources(target: Target, n: int) -> list[str]:
     return [f"127.0.0.{2 + i % 250}" for i in range(n)]
 
 
-def judge(
-    lost: int, errors: list[str], busy: float, worst: float = 0.0, probe_worst: float = 0.0
-) -> str:
+def judge(lost: int, errors: list[str], busy: float, late: int = 0) -> str:
     """ "valid", or "INVALID: " and why the row measured something else than the server."""
     reasons = [f"{lost:,} deliveries lost"] if lost else []
     reasons += errors[:1]
     if busy * 100 >= BUSY:
         reasons.append(f"client-bound: a client process used {busy:.0%} of a core")
-    if probe_worst and worst > CROWD_OVER_PROBE * probe_worst and worst - probe_worst > SLACK:
-        reasons.append(
-            f"client-bound: crowd worst {ms(worst):.0f} ms, probe {ms(probe_worst):.0f} ms"
-        )
+    if late:
+        what = "message" if late == 1 else "messages"
+        reasons.append(f"client-bound: {late:,} {what} waited on a late re-poll")
     return "INVALID: " + "; ".join(reasons) if reasons else "valid"
 
 
@@ -163,26 +157,15 @@ async def held(
     messages: int,
     per_s: float,
 ) -> dict[str, Any]:
-    """N subscribers of one channel, the two probes among them, `messages` published at `per_s`
-    a second (N up to 19,900: pushserver holds its open-file limit less 100)."""
+    """N subscribers of one channel, `messages` published at `per_s` a second (N up to 19,900:
+    pushserver holds its open-file limit less 100)."""
     name = channel("vs")
-    shares = spread(n - 2, max(bench.processes, math.ceil(n / PER_PROCESS)))
-    addresses = sources(target, len(shares) + 2)
-
-    def pool(counts: list[int], sources: list[str]) -> ClientPool:
-        return ClientPool(
-            [
-                SubPlan(target.sub, transport, [name] * k, messages, True, 60, target, source)
-                for k, source in zip(counts, sources, strict=False)
-            ]
-        )
-
-    async with contextlib.AsyncExitStack() as stack:  # probe, crowd, probe: in this order
-        first = await stack.enter_async_context(pool([1], addresses[-2:]))
-        await target.wait_subscribed(name, 1)
-        crowd = await stack.enter_async_context(pool(shares, addresses))
-        await target.wait_subscribed(name, n - 1)
-        last = await stack.enter_async_context(pool([1], addresses[-1:]))
+    shares = spread(n, max(bench.processes, math.ceil(n / PER_PROCESS)))
+    plans = [
+        SubPlan(target.sub, transport, [name] * k, messages, True, 60, target, source)
+        for k, source in zip(shares, sources(target, len(shares)), strict=True)
+    ]
+    async with ClientPool(plans) as crowd:
         await target.wait_subscribed(name, n)
         rss = server.per_subscriber(n)
         publisher = await target.publisher()
@@ -194,30 +177,27 @@ async def held(
         finally:
             publisher.close()
         published = time.time() - start
-        crowds = await crowd.collect()
-        probes = [*await first.collect(), *await last.collect()]
+        reports = await crowd.collect()
         server_cpu = server.cpu() - cpu
         user, kernel = (b - a for a, b in zip(split, server.split(), strict=True))
-    report = merge([*crowds, *probes])
+    report = merge(reports)
     lost = report["expected"] - report["received"]
-    worst = max(merge(crowds)["latencies"], default=math.nan)
-    probe_worst = max(max(p["latencies"], default=math.nan) for p in probes)
-    busy = busiest([*crowds, *probes], start)
+    busy = busiest(reports, start)
     received = max(1, report["received"])
-    verdict = judge(lost, report["errors"], busy, worst, probe_worst)
+    verdict = judge(lost, report["errors"], busy, report["late"])
     return {
         "row": [
             transport,
             n,
             messages,
             published,
-            ms(worst),
-            ms(probe_worst),
+            ms(max(report["latencies"], default=math.nan)),
             1e6 * server_cpu / received,
             100 * kernel / (user + kernel) if user + kernel > 0 else math.nan,
             1e6 * report["cpu"] / received,
             100 * busy,
             rss,
+            report["late"],
             verdict,
         ],
         "lost": lost,
@@ -257,7 +237,7 @@ async def one_to_one(
             1e6 * server_cpu / each,
             1e6 * client_cpu / each,
             "",
-            judge(lost, tally.errors, 0.0),
+            judge(lost, tally.errors, 0.0, tally.late),
         ],
         lost,
         tally.errors,
@@ -359,8 +339,8 @@ async def run(bench: Bench) -> list[Table]:
         messages, per_s = bench.size(20, 4), 2.0 if not bench.quick else 10.0
         loads.notes += [
             f"one channel; {messages} messages of 100 bytes at {per_s:g}/s per step; worst = "
-            "publish→receipt over every subscriber; two of them are probes, each in a client "
-            "process of its own, one subscribed before the others and one after",
+            "publish→arrival (the kernel's receive timestamp) over every subscriber; waited on "
+            "client = messages published before a long-poll client's late re-poll",
             f"server CPU and RSS from /proc of PIDs {pids}; client CPU: every client process; "
             "RSS per subscriber: over the RSS at the start, n/a after a step that held as many",
             f"1-minute load average at the start: {os.getloadavg()[0]:.2f}",

@@ -3,17 +3,20 @@ is read and the next poll sent in the callback that received it."""
 
 from __future__ import annotations
 
+import time
+
 import orjson
 
 from pushserver_bench.client import HttpConnection, LongPoller, Tally, get_request
 
 
 class Transport:
-    """Keeps what the client writes."""
+    """Keeps what the client writes; `arrived` is what the kernel would say of each read."""
 
     def __init__(self) -> None:
         self.sent: list[bytes] = []
         self.closed = False
+        self.arrived: float | None = time.time()
 
     def write(self, data: bytes) -> None:
         self.sent.append(data)
@@ -88,3 +91,32 @@ def test_a_stopped_poller_reads_no_more() -> None:
     conn.data_received(poll_answer("news:1:1", "late"))
     conn.connection_lost(None)
     assert tally.received == 0 and not tally.errors and len(transport.sent) == 1
+
+
+def test_messages_published_while_the_client_sat_on_an_answer_are_counted_late() -> None:
+    poller, conn, transport, tally = started(expect=0)
+    first_poll = poller.held[1]
+    transport.arrived = first_poll + 1.0  # the answer came a second after the poll went out
+    conn.data_received(poll_answer("news:1:1", {"t": first_poll + 0.5}))
+    arrived, repolled = poller.held
+    assert arrived == first_poll + 1.0 and repolled >= first_poll
+    # Its re-poll went out `repolled`; it was read long after it arrived, so pretend the
+    # answer arrived 10 s before that: anything published in those 10 s waited on the client.
+    poller.held = (repolled - 10.0, repolled)
+    transport.arrived = repolled + 0.1
+    conn.data_received(
+        poll_answer("news:1:4", {"t": repolled - 20.0}, {"t": repolled - 5.0}, {"t": repolled})
+    )
+    assert tally.late == 1  # published within the 10 s; before them, or at the poll, not
+    assert [round(lat, 3) for lat in tally.latencies] == [0.5, 20.1, 5.1, 0.1]
+    assert tally.received == 4 and not tally.errors
+
+
+def test_a_read_without_a_receive_timestamp_is_timed_when_read_and_is_an_error() -> None:
+    _, conn, transport, tally = started(expect=0)
+    transport.arrived = None
+    before = time.time()
+    conn.data_received(poll_answer("news:1:1", {"t": before}))
+    conn.data_received(poll_answer("news:1:2", {"t": before}))
+    assert tally.errors == ["no receive timestamp on a read: latency timed when read"]
+    assert tally.received == 2 and all(lat >= 0 for lat in tally.latencies)

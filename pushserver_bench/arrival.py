@@ -1,0 +1,190 @@
+"""Subscriber connections that know when their bytes arrived, not only when they were read.
+
+The bench's client processes share the machine's cores with the server, so with thousands of
+subscribers a client reads an answer a while after the server wrote it, and a latency timed at
+the read is partly the client's own. These connections read with `recvmsg` and ask the kernel
+for each read's receive timestamp (`SO_TIMESTAMPNS`). On loopback the kernel stamps a segment
+in the sender's write, so `arrived` is when the server sent the bytes, however late the client
+gets to them.
+
+Linux stamps received segments only while some socket asks for it, and turns stamping on a
+moment after the first one asks (from a work queue), so a client process first holds a socket
+that asks and waits until a segment comes back stamped (`stamping`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+"""Linux's option (and ancillary message type); Python's socket module does not name it."""
+_STAMP = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
+P = TypeVar("P", bound=asyncio.Protocol)
+_ANCILLARY = socket.CMSG_SPACE(_STAMP.size)
+_READ = memoryview(bytearray(1 << 18))
+"""Every read lands here first and is copied out at its length: one process's reads run one at
+a time, and a fresh 256 KB buffer per read would cost more than the read."""
+
+
+STAMPING_WAIT = 10.0
+"""Seconds to wait for the kernel to begin stamping before giving up."""
+_STAMPING: list[socket.socket] = []
+"""The socket that keeps stamping on for this process's life, once it is on."""
+
+
+class NoTimestamps(OSError):
+    """This system gives no receive timestamps on TCP sockets."""
+
+
+def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """The receive time in a read's ancillary data, or None."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            seconds, nanoseconds = _STAMP.unpack_from(data)
+            return seconds + nanoseconds * 1e-9
+    return None
+
+
+async def stamping() -> None:
+    """Return once received segments are stamped, keeping them so for this process; raises
+    NoTimestamps when they are not within `STAMPING_WAIT` seconds."""
+    if _STAMPING:
+        return
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        sender = socket.create_connection(listener.getsockname())
+        receiver, _ = listener.accept()
+    with sender:
+        receiver.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        deadline = time.monotonic() + STAMPING_WAIT
+        while True:
+            sender.sendall(b".")
+            _, ancillary, _, _ = receiver.recvmsg(1, _ANCILLARY)
+            if _stamp(ancillary) is not None:
+                if _STAMPING:  # another connection's wait got there first
+                    receiver.close()
+                else:
+                    _STAMPING.append(receiver)
+                return
+            if time.monotonic() > deadline:
+                receiver.close()
+                raise NoTimestamps(f"no receive timestamp within {STAMPING_WAIT:g} s")
+            await asyncio.sleep(0.005)
+
+
+class ArrivalTransport(asyncio.Transport):
+    """A connected TCP socket serving an asyncio protocol. Before each `data_received`,
+    `arrived` is the kernel's receive time of the last segment read (epoch seconds), or None
+    when the read carried no timestamp. Writes go out at once, and are buffered only while the
+    socket is full."""
+
+    def __init__(self, sock: socket.socket, protocol: asyncio.Protocol) -> None:
+        super().__init__()
+        self._loop = asyncio.get_running_loop()
+        self._sock = sock
+        self._protocol = protocol
+        self._pending = bytearray()
+        self._closing = False
+        self.arrived: float | None = None
+        protocol.connection_made(self)
+        self._loop.add_reader(sock.fileno(), self._readable)
+
+    def _readable(self) -> None:
+        try:
+            size, ancillary, _, _ = self._sock.recvmsg_into([_READ], _ANCILLARY)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(exc)
+            return
+        if not size:
+            self._protocol.eof_received()
+            self._close(None)
+            return
+        self.arrived = _stamp(ancillary)
+        self._protocol.data_received(_READ[:size].tobytes())
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._closing:
+            return
+        if not self._pending:
+            try:
+                sent = self._sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as exc:
+                self._close(exc)
+                return
+            data = memoryview(data)[sent:]
+            if not data:
+                return
+            self._loop.add_writer(self._sock.fileno(), self._writable)
+        self._pending += data
+
+    def _writable(self) -> None:
+        try:
+            sent = self._sock.send(self._pending)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self._close(exc)
+            return
+        del self._pending[:sent]
+        if not self._pending:
+            self._loop.remove_writer(self._sock.fileno())
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._close(None)
+
+    def abort(self) -> None:
+        self._close(None)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self._sock if name == "socket" else default
+
+    def _close(self, exc: Exception | None) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        fd = self._sock.fileno()
+        self._loop.remove_reader(fd)
+        if self._pending:
+            self._loop.remove_writer(fd)
+        self._sock.close()
+        self._loop.call_soon(self._protocol.connection_lost, exc)
+
+
+async def open_arrival(
+    factory: Callable[[], P], host: str, port: int, source: str = ""
+) -> tuple[ArrivalTransport, P]:
+    """Connect to `host`:`port` (from the local address `source` when given) and serve the
+    connection with the protocol `factory()` makes. NoTimestamps where the kernel gives none:
+    the bench then cannot tell the server's time from its own."""
+    await stamping()
+    loop = asyncio.get_running_loop()
+    family, kind, proto, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[
+        0
+    ]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        except OSError as exc:
+            raise NoTimestamps(f"no receive timestamps on this system: {exc}") from None
+        if source:
+            sock.bind((source, 0))
+        await loop.sock_connect(sock, address)
+        protocol = factory()
+        return ArrivalTransport(sock, protocol), protocol
+    except BaseException:
+        sock.close()
+        raise
