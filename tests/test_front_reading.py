@@ -6,6 +6,7 @@ client's next poll, arriving in the loop turn its answer went out, costs no paus
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from pushserver.web.front.protocol import FrontProtocol
 from pushserver.web.server import Serving
@@ -96,4 +97,30 @@ async def test_reading_pauses_once_kept_bytes_pass_the_head_limit_and_resumes_af
         await until(lambda: transport.reading, "reading resumed once the held poll is done with")
         answers = b"".join(transport.out).count(b"HTTP/1.1 200")
         assert answers == 2 + sent // len(pipelined)  # the first two, then every pipelined one
+        conn.connection_lost(None)
+
+
+@pytest.mark.parametrize("read", ["whole", "in pieces", "with the next request after it"])
+async def test_a_repoll_at_the_head_is_held_by_the_kept_poll_however_it_is_read(read: str):
+    async with serving() as server:
+        state = server.state
+        conn, transport, _ = await held_poll(server, "rk")
+        (poll,) = state.hub.channels["rk"].waiters
+        await state.hub.publish([("rk", b'"one"')])
+        await until(lambda: conn.kept is poll, "the answered poll kept by its connection")
+        repoll = get(f"/lp/rk?timeout=20&cursor={cursor_of(transport.out[-1])}")
+        if read == "whole":
+            conn.data_received(repoll)
+        elif read == "in pieces":
+            conn.data_received(repoll[:9])
+            conn.data_received(repoll[9:])
+        else:
+            conn.data_received(repoll + get("/lp/rk?timeout=0"))
+        assert state.hub.channels["rk"].waiters == {poll} and conn.kept is None
+        await state.hub.publish([("rk", b'"two"')])
+        answer = transport.out[-1]
+        assert b'"two"' in answer and b'"one"' not in answer
+        if read == "with the next request after it":
+            await until(lambda: len(transport.out) == 4, "the request after it answered")
+            assert cursor_of(transport.out[-1]) == cursor_of(answer)
         conn.connection_lost(None)

@@ -98,11 +98,13 @@ class Hub:
         self.channels: dict[str, LocalChannel] = {}
         self.streams: set[StreamSubscriber] = set()
         self.waiters: set[Waiter] = set()
-        self.connections: Counter[str] = Counter()
-        self.held_total = 0
-        """`connections` summed over `TRANSPORTS`, kept as they change: read on every
-        subscribe (`connection_total`)."""
-        self.per_ip: Counter[str] = Counter()
+        self.connections: dict[str, int] = {}
+        """Connections by kind (`enter`); plain dicts, not Counters, since every poll counts
+        itself in and out and a dict subclass is the slower path for the interpreter."""
+        self.connection_total = 0
+        """Held subscribers: `connections` summed over `TRANSPORTS`, kept as they change, read
+        on every subscribe (connections still sending a request head are counted apart)."""
+        self.per_ip: dict[str, int] = {}
         self.stats = HubStats()
         self._dirty: list[LocalChannel] = []
         self._batch: list[Message] = []
@@ -469,41 +471,41 @@ class Hub:
         self.waiters.add(waiter)
 
     def remove_waiter(self, waiter: Waiter) -> None:
-        """Unregister a long-poll (answered, timed out or gone); safe to call twice."""
-        self.waiters.discard(waiter)
-        if waiter.single is not None:
-            waiter.single.waiters.discard(waiter)
-        for ch in waiter.channels:
-            ch.multi.discard(waiter)
-            self._touch(ch)
+        """Unregister a long-poll (answered, timed out or gone); safe to call twice. A poll the
+        fan-out answered is out of every set already (and its channel was touched by the
+        message): only a shutdown waiting for it is told."""
+        if waiter in self.waiters:
+            self.waiters.remove(waiter)
+            if waiter.single is not None:
+                waiter.single.waiters.discard(waiter)
+            for ch in waiter.channels:
+                ch.multi.discard(waiter)
+                self._touch(ch)
         if self._all_gone is not None:
             self._check_gone()
 
     def enter(self, kind: str, remote: str) -> None:
         """Count a held connection (limits and /stats); `leave` undoes it."""
-        self.connections[kind] += 1
+        connections, per_ip = self.connections, self.per_ip
+        connections[kind] = connections.get(kind, 0) + 1
         if kind in TRANSPORTS:
-            self.held_total += 1
-        self.per_ip[remote] += 1
+            self.connection_total += 1
+        per_ip[remote] = per_ip.get(remote, 0) + 1
 
     def leave(self, kind: str, remote: str) -> None:
+        per_ip = self.per_ip
         self.connections[kind] -= 1
         if kind in TRANSPORTS:
-            self.held_total -= 1
-        left = self.per_ip[remote] - 1
+            self.connection_total -= 1
+        left = per_ip[remote] - 1
         if left > 0:
-            self.per_ip[remote] = left
+            per_ip[remote] = left
         else:
-            del self.per_ip[remote]
+            del per_ip[remote]
 
     @staticmethod
     def _touch(ch: LocalChannel) -> None:
         ch.idle_since = time.monotonic()
-
-    @property
-    def connection_total(self) -> int:
-        """Held subscribers (connections still sending a request head are counted apart)."""
-        return self.held_total
 
     # -- keepalive and shutdown --------------------------------------------------------------
 

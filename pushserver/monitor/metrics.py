@@ -31,7 +31,7 @@ class HubCollector(Collector):
             GaugeMetricFamily, "pushserver_connections", "Held subscriber connections", "transport"
         )
         for t in TRANSPORTS:
-            conns.add_metric([*base, t], hub.connections[t])
+            conns.add_metric([*base, t], hub.connections.get(t, 0))
         yield conns
         channels = self._family(GaugeMetricFamily, "pushserver_channels", "Channels held")
         channels.add_metric(base, len(hub.channels))

@@ -10,7 +10,6 @@ past `--max-head-bytes`, and refuses a new connection at once while unfinished h
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import TYPE_CHECKING
 
 from ..core.errors import PushError, TooMany, Unavailable
@@ -29,23 +28,23 @@ class HeadGuard:
     """Unfinished heads per client address; the total is the hub's `HEAD` count."""
 
     def __init__(self) -> None:
-        self.per_ip: Counter[str] = Counter()
+        self.per_ip: dict[str, int] = {}
 
     def full(self, state: ServerState, remote: str) -> PushError | None:
         """Why a new connection is refused: unfinished heads already fill a limit."""
         settings, hub = state.settings, state.hub
-        if hub.connections[HEAD] >= settings.max_connections:
+        if hub.connections.get(HEAD, 0) >= settings.max_connections:
             hub.stats.limits_hit["max_connections"] += 1
             return Unavailable("over_capacity", "too many connections with unfinished requests")
         per_ip = settings.max_connections_per_ip
-        if per_ip and self.per_ip[remote] >= per_ip:
+        if per_ip and self.per_ip.get(remote, 0) >= per_ip:
             hub.stats.limits_hit["max_connections_per_ip"] += 1
             message = f"at most {per_ip} connections per client address"
             return TooMany("too_many_connections", message, retry_after=1)
         return None
 
     def start(self, state: ServerState, remote: str) -> None:
-        self.per_ip[remote] += 1
+        self.per_ip[remote] = self.per_ip.get(remote, 0) + 1
         state.hub.enter(HEAD, remote)
 
     def finish(self, state: ServerState, remote: str) -> None:

@@ -76,3 +76,17 @@ def test_connections_sending_the_same_bytes_share_one_repeat_and_the_table_is_bo
         raw, parsed = head(f"/lp/c{n}?cursor=c{n}:e:1")
         repeats.find(raw, parsed, "cursor", Parsed(parsed))
     assert len(repeats.table) <= MAX_REPEATS
+
+
+def test_holds_is_true_only_for_the_same_head_with_exactly_that_value():
+    raw, parsed = head("/lp/news?timeout=30&cursor=news:e1:4&limit=5")
+    repeat = Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    at = head("/lp/news?timeout=30&cursor=news:e1:12&limit=5")[0]
+    assert repeat.holds(at, "news:e1:12")
+    assert repeat.value(at) == "news:e1:12"  # what the parse would have made of it
+    assert not repeat.holds(at, "news:e1:1")
+    assert not repeat.holds(at, "news:e1:123")
+    assert not repeat.holds(at + b"GET / HTTP/1.1\r\n\r\n", "news:e1:12")  # more after it
+    assert not repeat.holds(head("/lp/news?timeout=31&cursor=news:e1:12&limit=5")[0], "news:e1:12")
+    assert not repeat.holds(head("/lp/news?timeout=30&cursor=news:e1:12")[0], "news:e1:12")

@@ -11,6 +11,10 @@ connection to aiohttp for good. Before the next request the front end serves on 
 connection, aiohttp's protocol is told the connection is gone (`connection_lost`), which tears
 its handler down.
 
+A request that is, in one read, the remembered head with the value the connection's kept
+object awaits (a long-poll client's re-poll at its channel's head) is served from the kept
+object without looking at the bytes any further (`_serve_kept`).
+
 While a request is in progress (a native one, or aiohttp's), bytes the client sends are kept
 until the connection is back to reading heads; once they pass `--max-head-bytes`, reading is
 paused until then. Up to that, reading goes on: a long-poll client's next poll often arrives in
@@ -71,6 +75,10 @@ class Kept(Protocol):
     """What an answered request left on its connection for the next one to reuse (`keep`)."""
 
     def let_go(self) -> None: ...
+
+    def awaits(self) -> str:
+        """The value of the remembered head's parameter it is most likely asked with next."""
+        ...
 
 
 class Front:
@@ -231,6 +239,8 @@ class FrontProtocol(asyncio.Protocol):
                 self.front.loop.call_soon(self._after_http)
             if not data:
                 return
+        if self.state == HEAD and not self.buffer and self._serve_kept(data):
+            return
         self.buffer = self.buffer + data if self.buffer else data
         if self.state == HEAD:
             self._next()
@@ -304,11 +314,7 @@ class FrontProtocol(asyncio.Protocol):
             repeat = self.repeat
             value = None if repeat is None else repeat.value(raw)
             if repeat is not None and value is not None:
-                self._head_done()
-                self.buffer = buf[size:]
-                self._detach_http()
-                self.state = BUSY
-                self._begin(repeat.parsed.head, repeat.parsed.again, value)
+                self._serve_repeat(repeat, value, buf[size:])
                 continue
             self._let_go_kept()  # only a repeat of the head that kept it may use it
             published = self.published
@@ -341,6 +347,26 @@ class FrontProtocol(asyncio.Protocol):
                 self._serve(handler, head)
             finally:
                 self.raw = b""
+
+    def _serve_kept(self, data: bytes) -> bool:
+        """Serve `data`, a whole read on an idle connection, when it is the remembered head
+        with the value the kept object awaits; False when it is not."""
+        kept, repeat = self.kept, self.repeat
+        if kept is None or repeat is None:
+            return False
+        value = kept.awaits()
+        if not repeat.holds(data, value):
+            return False
+        self._serve_repeat(repeat, value, b"")
+        return True
+
+    def _serve_repeat(self, repeat: Repeat, value: str, rest: bytes) -> None:
+        """Serve a repeat of the remembered head with `value`; `rest` follows it."""
+        self._head_done()
+        self.buffer = rest
+        self._detach_http()
+        self.state = BUSY
+        self._begin(repeat.parsed.head, repeat.parsed.again, value)
 
     def _publish(self, size: int, head: RequestHead) -> None:
         """Serve a publish whose head is the buffer's first `size` bytes."""

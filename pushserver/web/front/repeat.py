@@ -55,6 +55,18 @@ class Repeat:
         value = raw[len(prefix) : len(raw) - len(suffix)]
         return value.decode("ascii") if PLAIN_VALUE.fullmatch(value) else None
 
+    def holds(self, raw: bytes, value: str) -> bool:
+        """Whether `raw` is exactly this head with `value` (ASCII, plain): `value` without a
+        parse of `raw`."""
+        prefix, suffix = self.prefix, self.suffix
+        start, end = len(prefix), len(raw) - len(suffix)
+        return (
+            end - start == len(value)
+            and raw.startswith(prefix)
+            and raw.endswith(suffix)
+            and raw[start:end] == value.encode()
+        )
+
 
 class Repeats:
     """The repeats of one server's connections, one per distinct head."""

@@ -160,7 +160,7 @@ def admit(state: ServerState, kind: str, remote: str) -> None:
             "over_capacity", f"server holds its maximum of {settings.max_connections} connections"
         )
     per_ip = settings.max_connections_per_ip
-    if per_ip and hub.per_ip[remote] - state.heads.per_ip[remote] >= per_ip:
+    if per_ip and hub.per_ip.get(remote, 0) - state.heads.per_ip.get(remote, 0) >= per_ip:
         hub.stats.limits_hit["max_connections_per_ip"] += 1
         raise TooMany(
             "too_many_connections", f"at most {per_ip} held connections per client address"

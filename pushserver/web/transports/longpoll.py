@@ -133,6 +133,12 @@ class Poll(Waiter):
         """Give back its channels (the end of a poll not held again)."""
         self.conn.front.state.hub.release(self.channels)
 
+    def awaits(self) -> str:
+        """The cursor a kept poll is most likely asked with: where its channel is."""
+        ch = self.single
+        assert ch is not None  # only a one-channel poll is kept
+        return ch.sent_position
+
     def lost(self) -> None:
         """The client left while the poll waited."""
         if not self.answered:
