@@ -2,7 +2,7 @@
 
 Held subscribers under load: one channel, N long-poll or SSE subscribers spread over client
 processes (each on its own source address 127.0.0.x, so no process nears its 20,000 open
-files), messages published at a fixed rate; the worst publish→receipt latency, the server's CPU
+files), messages published at a fixed rate; the worst publish→arrival latency, the server's CPU
 per delivery (a long-poll's re-poll included) and its resident memory per held subscriber, read
 from the server's processes in /proc (nginx: master and workers). Then the light loads: 1→1
 latency, server CPU per published message, fan-out to 100 SSE subscribers from 8 publishers.

@@ -124,3 +124,18 @@ async def test_a_repoll_at_the_head_is_held_by_the_kept_poll_however_it_is_read(
             await until(lambda: len(transport.out) == 4, "the request after it answered")
             assert cursor_of(transport.out[-1]) == cursor_of(answer)
         conn.connection_lost(None)
+
+
+async def test_pipelined_repolls_behind_the_head_are_each_answered_without_nesting():
+    async with serving() as server:
+        state = server.state
+        conn, transport, _ = await held_poll(server, "rp")
+        await state.hub.publish([("rp", b'"one"')])
+        behind = cursor_of(transport.out[-1])
+        await state.hub.publish([("rp", b'"two"')])  # nobody held: the kept poll is behind
+        await until(lambda: conn.kept is not None, "the answered poll kept by its connection")
+        answered = len(transport.out)
+        conn.data_received(get(f"/lp/rp?timeout=20&cursor={behind}") * 150)
+        assert len(transport.out) == answered + 150  # each answered at once, from one read
+        assert all(b'"two"' in answer for answer in transport.out[answered:])
+        conn.connection_lost(None)

@@ -11,9 +11,10 @@ connection to aiohttp for good. Before the next request the front end serves on 
 connection, aiohttp's protocol is told the connection is gone (`connection_lost`), which tears
 its handler down.
 
-A request that is, in one read, the remembered head with the value the connection's kept
-object awaits (a long-poll client's re-poll at its channel's head) is served from the kept
-object without looking at the bytes any further (`_serve_kept`).
+A request that is, by itself, the remembered head with the value the connection's kept
+object awaits (a long-poll client's re-poll at its channel's head), whether it is read on an
+idle connection or was kept while the answered poll was being done with, is served from the
+kept object without looking at the bytes any further (`_serve_kept`).
 
 While a request is in progress (a native one, or aiohttp's), bytes the client sends are kept
 until the connection is back to reading heads; once they pass `--max-head-bytes`, reading is
@@ -349,8 +350,8 @@ class FrontProtocol(asyncio.Protocol):
                 self.raw = b""
 
     def _serve_kept(self, data: bytes) -> bool:
-        """Serve `data`, a whole read on an idle connection, when it is the remembered head
-        with the value the kept object awaits; False when it is not."""
+        """Serve `data`, all the connection has of its next request, when it is the remembered
+        head with the value the kept object awaits; False when it is not."""
         kept, repeat = self.kept, self.repeat
         if kept is None or repeat is None:
             return False
@@ -642,10 +643,10 @@ class FrontProtocol(asyncio.Protocol):
             return
         self.state = HEAD
         self._arm()
-        if self.buffer:
-            self._next()
-        else:  # the usual end of a long-poll: nothing sent yet
+        if not self.buffer:  # the usual end of a long-poll: nothing sent yet
             self._resume()
+        elif not self._serve_kept(self.buffer):  # a re-poll sent early, or anything else
+            self._next()
 
     def open_stream(
         self, head: RequestHead, status: int, headers: list[tuple[str, str]], chunked: bool
