@@ -19,7 +19,7 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 """Linux's option (and ancillary message type); Python's socket module does not name it."""
@@ -142,12 +142,6 @@ class ArrivalTransport(asyncio.Transport):
 
     def close(self) -> None:
         self._close(None)
-
-    def abort(self) -> None:
-        self._close(None)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self._sock if name == "socket" else default
 
     def _close(self, exc: Exception | None) -> None:
         if self._closing:
