@@ -41,14 +41,16 @@ async def _held(url: str, n: int, timeout: float = 120) -> dict:
         await asyncio.sleep(0.05)
 
 
-async def idle_rss(url: str, n: int, transport: str) -> tuple[float, int]:
+async def idle_rss(
+    url: str, n: int, transport: str, cpus: frozenset[int] = frozenset()
+) -> tuple[float, int]:
     """Server RSS bytes per held idle connection, and how many were held."""
     names = [channel("idle") for _ in range(IDLE_CHANNELS)]
     per_proc = -(-n // IDLE_PROCESSES)
     listen = [names[i % IDLE_CHANNELS] for i in range(n)]
     plans = [SubPlan(url, transport, listen[i : i + per_proc], 0) for i in range(0, n, per_proc)]
     before = await _held(url, 0)
-    async with ClientPool(plans) as pool:
+    async with ClientPool(plans, cpus) as pool:
         await _held(url, n)
         await asyncio.sleep(IDLE_SECONDS)
         after = await _held(url, n)
@@ -132,7 +134,7 @@ async def run(bench: Bench) -> list[Table]:
     ]
     for n, transport in loads:
         with bench.server() as url:
-            per_conn, held = await idle_rss(url, n, transport)
+            per_conn, held = await idle_rss(url, n, transport, bench.client_cpus)
         kb = per_conn / 1024
         row(
             f"server RSS KB per idle connection ({held:,} held, {transport})",

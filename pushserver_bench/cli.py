@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -67,6 +68,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="client processes for subscriber-heavy loads (default 2)",
     )
     parser.add_argument(
+        "--client-cpus",
+        default="",
+        metavar="LIST",
+        help="run the client processes only on these CPUs (as taskset -c takes them: 1 or "
+        "1-3,5), so on a small machine they leave the server's core alone; the bench's own "
+        "process, which publishes, stays free (default: any CPU)",
+    )
+    parser.add_argument(
         "--redis",
         default="",
         help="Redis URL for the 2-worker rows of experiment 5 and for experiment 8",
@@ -120,8 +129,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def cpu_list(text: str) -> frozenset[int]:
+    """The CPUs of a list such as "0,2-3"; ValueError when it is not one."""
+    cpus: set[int] = set()
+    for part in text.split(","):
+        first, dash, last = part.partition("-")
+        low, high = int(first), int(last) if dash else int(first)
+        if not 0 <= low <= high:
+            raise ValueError(part)
+        cpus.update(range(low, high + 1))
+    return frozenset(cpus)
+
+
+def cpus_refusal(text: str) -> str:
+    """Why `--client-cpus` cannot be used here ("" when it can)."""
+    try:
+        cpus = cpu_list(text)
+    except ValueError:
+        return f"--client-cpus takes a CPU list such as 1 or 1-3,5, not {text!r}"
+    free = os.sched_getaffinity(0)
+    if not cpus <= free:
+        missing = ",".join(map(str, sorted(cpus - free)))
+        usable = ",".join(map(str, sorted(free)))
+        return f"--client-cpus: CPU {missing} is not one this process may use ({usable})"
+    return ""
+
+
 def refusal(args: argparse.Namespace, numbers: list[int], transports: list[str]) -> str:
     """Why the arguments cannot run ("" when they can)."""
+    if args.client_cpus and (problem := cpus_refusal(args.client_cpus)):
+        return problem
     if any(n not in EXPERIMENTS for n in numbers):
         return f"--only takes numbers from 1 to {len(EXPERIMENTS)}"
     if any(t not in TRANSPORTS for t in transports):
@@ -157,8 +194,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     raise_open_files_limit()
     # SIGTERM unwinds like Ctrl-C, so the servers and client processes the bench started stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    cpus = cpu_list(args.client_cpus) if args.client_cpus else frozenset()
+    pinned = f"; client processes on CPUs {args.client_cpus}" if cpus else ""
     bench = Bench(
-        describe(),
+        describe() + pinned,
         args.quick,
         args.url or args.sub_url,
         args.server_arg,
@@ -170,6 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.pid,
         sizes,
         transports,
+        cpus,
     )
     import uvloop
 

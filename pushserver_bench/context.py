@@ -35,6 +35,8 @@ class Bench:
     """Experiment 9's subscriber counts; empty: its defaults."""
     transports: list[str] = dataclasses.field(default_factory=list)
     """Experiment 9's transports under load; empty: long-poll and SSE."""
+    client_cpus: frozenset[int] = frozenset()
+    """The CPUs the client processes may run on; empty: any."""
 
     def size(self, full: int, quick: int) -> int:
         return quick if self.quick else full

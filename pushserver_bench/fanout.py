@@ -36,7 +36,7 @@ async def fan_out(
         for i in range(min(bench.processes, len(listen_on)))
     ]
     meter = CpuMeter(url)
-    async with ClientPool(plans) as pool:
+    async with ClientPool(plans, bench.client_cpus) as pool:
         if workers > 1:  # each worker counts only its own subscribers
             await wait_held(url, transport, len(listen_on), workers)
         else:

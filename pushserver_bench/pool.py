@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import multiprocessing
+import os
 import time
 from collections.abc import Callable, Coroutine
 from multiprocessing.connection import Connection
@@ -66,8 +67,15 @@ class RequestPlan:
     count: int
 
 
-def _run(main: Callable[..., Coroutine[Any, Any, None]], plan: Any, conn: Connection) -> None:
+def _run(
+    main: Callable[..., Coroutine[Any, Any, None]],
+    plan: Any,
+    conn: Connection,
+    cpus: frozenset[int],
+) -> None:
     raise_open_files_limit()
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     import uvloop
 
     uvloop.run(main(plan, conn))
@@ -75,6 +83,15 @@ def _run(main: Callable[..., Coroutine[Any, Any, None]], plan: Any, conn: Connec
 
 async def _recv(conn: Connection) -> Any:
     return await asyncio.get_running_loop().run_in_executor(None, conn.recv)
+
+
+async def _hand_over(conn: Connection, report: dict[str, Any]) -> None:
+    """Say this process is done, and send its report once every process is: a report is
+    thousands of latencies to unpickle, which would take the CPU from a server still serving
+    the other processes' subscribers."""
+    conn.send(("reached", None))
+    await _recv(conn)
+    conn.send(("done", report))
 
 
 async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
@@ -96,20 +113,19 @@ async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
         await tally.reach(target, plan.timeout)
     else:
         await asyncio.sleep(0.2)
-    conn.send(
-        (
-            "done",
-            {
-                "received": tally.received,
-                "expected": target,
-                "first": tally.first,
-                "last": tally.last,
-                "latencies": tally.latencies,
-                "late": tally.late,
-                "errors": tally.errors,
-                "cpu": time.process_time() - cpu,
-            },
-        )
+    await _hand_over(
+        conn,
+        {
+            "received": tally.received,
+            "expected": target,
+            "first": tally.first,
+            "last": tally.last,
+            "latencies": tally.latencies,
+            "late": tally.late,
+            "errors": tally.errors,
+            "cpu": time.process_time() - cpu,
+            "cpus": sorted(os.sched_getaffinity(0)),
+        },
     )
     for _, close in subs:
         close()
@@ -146,17 +162,16 @@ async def _request_main(plan: RequestPlan, conn: Connection) -> None:
 
     start = time.time()
     await asyncio.gather(*(loop(c, n) for c, n in zip(conns, shares, strict=False)))
-    conn.send(
-        (
-            "done",
-            {
-                "first": start,
-                "last": time.time(),
-                "times": times,
-                "errors": errors,
-                "cpu": time.process_time() - cpu,
-            },
-        )
+    await _hand_over(
+        conn,
+        {
+            "first": start,
+            "last": time.time(),
+            "times": times,
+            "errors": errors,
+            "cpu": time.process_time() - cpu,
+            "cpus": sorted(os.sched_getaffinity(0)),
+        },
     )
     for c in conns:
         c.close()
@@ -164,10 +179,19 @@ async def _request_main(plan: RequestPlan, conn: Connection) -> None:
 
 class ClientPool:
     """Client processes running plans: `async with pool:` waits until all are ready,
-    `await pool.collect()` tells them the load is sent and gathers their reports."""
+    `await pool.collect()` tells them the load is sent and gathers their reports.
 
-    def __init__(self, plans: list[SubPlan] | list[RequestPlan], ready_timeout: float = 120):
+    With `cpus`, the processes run only on those CPUs: on a small machine the client then
+    leaves the server's core alone instead of taking turns on it mid fan-out."""
+
+    def __init__(
+        self,
+        plans: list[SubPlan] | list[RequestPlan],
+        cpus: frozenset[int] = frozenset(),
+        ready_timeout: float = 120,
+    ):
         self.plans = plans
+        self.cpus = cpus
         self.ready_timeout = ready_timeout
         self.procs: list[multiprocessing.process.BaseProcess] = []
         self.conns: list[Connection] = []
@@ -177,7 +201,7 @@ class ClientPool:
         for plan in self.plans:
             mine, theirs = CONTEXT.Pipe()
             main = _subscriber_main if isinstance(plan, SubPlan) else _request_main
-            proc = CONTEXT.Process(target=_run, args=(main, plan, theirs), daemon=True)
+            proc = CONTEXT.Process(target=_run, args=(main, plan, theirs, self.cpus), daemon=True)
             proc.start()
             theirs.close()
             self.procs.append(proc)
@@ -194,6 +218,9 @@ class ClientPool:
     async def collect(self) -> list[dict[str, Any]]:
         for c in self.conns:
             c.send("collect")
+        await asyncio.gather(*(_recv(c) for c in self.conns))  # every process done
+        for c in self.conns:
+            c.send("report")
         replies = await asyncio.gather(*(_recv(c) for c in self.conns))
         return [value for _, value in replies]
 

@@ -19,7 +19,7 @@ async def request_load(
         RequestPlan(url, kind, channel, conns, n) for conns, n in zip(procs, counts, strict=True)
     ]
     meter = CpuMeter(url)
-    async with ClientPool(plans) as pool:
+    async with ClientPool(plans, bench.client_cpus) as pool:
         await meter.start()
         report = merge(await pool.collect())
         wall, server_cpu, client_cpu = await meter.stop()

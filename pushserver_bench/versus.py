@@ -27,6 +27,7 @@ from pushserver_measure.machine import (
     resident_bytes,
     run_seconds,
     user_system_seconds,
+    waited_seconds,
     with_descendants,
 )
 from pushserver_measure.verdict import BUSY
@@ -52,6 +53,7 @@ HELD_COLUMNS = [
     "worst ms",
     "server µs/delivery",
     "server kernel %",
+    "server waited %",
     "client µs/delivery",
     "client busy %",
     "RSS KB/subscriber",
@@ -82,6 +84,9 @@ class Server:
 
     def cpu(self) -> float:
         return run_seconds(self.pids)
+
+    def waited(self) -> float:
+        return waited_seconds(self.pids)
 
     def split(self) -> tuple[float, float]:
         """User and kernel seconds (10 ms ticks: for a share over a run of seconds)."""
@@ -125,12 +130,13 @@ def sources(target: Target, n: int) -> list[str]:
     return [f"127.0.0.{2 + i % 250}" for i in range(n)]
 
 
-def judge(lost: int, errors: list[str], busy: float, late: int = 0) -> str:
-    """ "valid", or "INVALID: " and why the row measured something else than the server."""
+def judge(lost: int, errors: list[str], short: str = "", late: int = 0) -> str:
+    """ "valid", or "INVALID: " and why the row measured something else than the server
+    (`short`: why the client was short of CPU, `crowded`)."""
     reasons = [f"{lost:,} deliveries lost"] if lost else []
     reasons += errors[:1]
-    if busy * 100 >= BUSY:
-        reasons.append(f"client-bound: a client process used {busy:.0%} of a core")
+    if short:
+        reasons.append(f"client-bound: {short}")
     if late:
         what = "message" if late == 1 else "messages"
         reasons.append(f"client-bound: {late:,} {what} waited on a late re-poll")
@@ -141,6 +147,21 @@ def busiest(reports: list[dict[str, Any]], start: float) -> float:
     """The largest share of a core a client process used from the first publish to its last
     receipt."""
     return max(r["cpu"] / max(r["last"] - start, 1e-6) for r in reports)
+
+
+def crowded(reports: list[dict[str, Any]], start: float, cpus: frozenset[int]) -> str:
+    """Why the client processes were short of CPU ("" when they were not): one of them used
+    most of a core, or, kept to `cpus`, all of them together used most of those."""
+    busy = busiest(reports, start)
+    if busy * 100 >= BUSY:
+        return f"a client process used {busy:.0%} of a core"
+    if cpus:
+        wall = max(max(r["last"] for r in reports) - start, 1e-6)
+        share = sum(r["cpu"] for r in reports) / wall / len(cpus)
+        if share * 100 >= BUSY:
+            names = ",".join(map(str, sorted(cpus)))
+            return f"the client processes used {share:.0%} of CPUs {names}, all they were given"
+    return ""
 
 
 async def publish_n(publisher: Publisher, target: Target, name: str, n: int) -> None:
@@ -165,11 +186,12 @@ async def held(
         SubPlan(target.sub, transport, [name] * k, messages, True, 60, target, source)
         for k, source in zip(shares, sources(target, len(shares)), strict=True)
     ]
-    async with ClientPool(plans) as crowd:
+    async with ClientPool(plans, bench.client_cpus) as crowd:
         await target.wait_subscribed(name, n)
         rss = server.per_subscriber(n)
         publisher = await target.publisher()
-        cpu, split, start = server.cpu(), server.split(), time.time()
+        cpu, split, waited = server.cpu(), server.split(), server.waited()
+        start = time.time()
         try:
             for i in range(messages):
                 await asyncio.sleep(max(0.0, start + i / per_s - time.time()))
@@ -178,13 +200,15 @@ async def held(
             publisher.close()
         published = time.time() - start
         reports = await crowd.collect()
-        server_cpu = server.cpu() - cpu
+        server_cpu, waited = server.cpu() - cpu, server.waited() - waited
+        wall = time.time() - start
         user, kernel = (b - a for a, b in zip(split, server.split(), strict=True))
     report = merge(reports)
     lost = report["expected"] - report["received"]
     busy = busiest(reports, start)
     received = max(1, report["received"])
-    verdict = judge(lost, report["errors"], busy, report["late"])
+    short = crowded(reports, start, bench.client_cpus)
+    verdict = judge(lost, report["errors"], short, report["late"])
     return {
         "row": [
             transport,
@@ -194,6 +218,7 @@ async def held(
             ms(max(report["latencies"], default=math.nan)),
             1e6 * server_cpu / received,
             100 * kernel / (user + kernel) if user + kernel > 0 else math.nan,
+            100 * waited / wall,
             1e6 * report["cpu"] / received,
             100 * busy,
             rss,
@@ -237,7 +262,7 @@ async def one_to_one(
             1e6 * server_cpu / each,
             1e6 * client_cpu / each,
             "",
-            judge(lost, tally.errors, 0.0, tally.late),
+            judge(lost, tally.errors, late=tally.late),
         ],
         lost,
         tally.errors,
@@ -277,7 +302,7 @@ async def fan_out(
         SubPlan(target.sub, "sse", [name] * k, messages, False, 60, target, a)
         for k, a in zip(shares, sources(target, len(shares)), strict=True)
     ]
-    async with ClientPool(plans) as pool:
+    async with ClientPool(plans, bench.client_cpus) as pool:
         await target.wait_subscribed(name, FAN_OUT_SUBSCRIBERS)
         publishers = [await target.publisher() for _ in range(FAN_OUT_PUBLISHERS)]
         cpu, start = server.cpu(), time.time()
@@ -296,7 +321,6 @@ async def fan_out(
     report = merge(reports)
     lost = report["expected"] - report["received"]
     received = max(1, report["received"])
-    busy = busiest(reports, start)
     return (
         [
             "fan-out, 8 publishers",
@@ -307,8 +331,8 @@ async def fan_out(
             rate(report["received"], report["last"] - start),
             1e6 * server_cpu / received,
             1e6 * report["cpu"] / received,
-            100 * busy,
-            judge(lost, report["errors"], busy),
+            100 * busiest(reports, start),
+            judge(lost, report["errors"], crowded(reports, start, bench.client_cpus)),
         ],
         lost,
         report["errors"],
@@ -341,8 +365,10 @@ async def run(bench: Bench) -> list[Table]:
             f"one channel; {messages} messages of 100 bytes at {per_s:g}/s per step; worst = "
             "publish→arrival (the kernel's receive timestamp) over every subscriber; waited on "
             "client = messages published before a long-poll client's late re-poll",
-            f"server CPU and RSS from /proc of PIDs {pids}; client CPU: every client process; "
-            "RSS per subscriber: over the RSS at the start, n/a after a step that held as many",
+            f"server CPU and RSS from /proc of PIDs {pids}; server waited = the share of the "
+            "step its processes were ready to run but had no core (their run-queue wait, summed); "
+            "client CPU: every client process; RSS per subscriber: over the RSS at the start, n/a "
+            "after a step that held as many",
             f"1-minute load average at the start: {os.getloadavg()[0]:.2f}",
         ]
         for transport in bench.transports or TRANSPORTS:

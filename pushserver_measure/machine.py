@@ -138,7 +138,17 @@ def _task_fields(pids: list[int], name: str, least: int) -> Iterator[list[str]]:
 def run_seconds(pids: list[int]) -> float:
     """CPU seconds all threads of `pids` have run, from /proc/PID/task/*/schedstat: nanosecond
     counts, where /proc/PID/stat counts 10 ms ticks that a short measurement may never see."""
-    return sum(int(fields[0]) for fields in _task_fields(pids, "schedstat", 1)) / 1e9
+    return _schedstat_seconds(pids, 0)
+
+
+def waited_seconds(pids: list[int]) -> float:
+    """Seconds all threads of `pids` have waited in a run queue, ready but without a core: a
+    server sharing its cores with the client that measures it waits here while it is busy."""
+    return _schedstat_seconds(pids, 1)
+
+
+def _schedstat_seconds(pids: list[int], index: int) -> float:
+    return sum(int(f[index]) for f in _task_fields(pids, "schedstat", index + 1)) / 1e9
 
 
 def user_system_seconds(pids: list[int]) -> tuple[float, float]:

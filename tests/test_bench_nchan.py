@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 from pathlib import Path
 
@@ -61,9 +62,11 @@ def check_figures(tables: list[dict]) -> None:
         figures = dict(zip(columns, row, strict=True))
         assert figures["verdict"] == "valid" and figures["lost"] == 0, figures
         assert figures["waited on client"] == 0, figures
-        for name in columns[2:9]:  # messages to client busy %
+        for name in columns[2:10]:  # messages to client busy %
             if name == "server kernel %":  # 10 ms ticks: a quick step may see none
                 assert math.isnan(figures[name]) or 0 <= figures[name] <= 100, figures
+            elif name == "server waited %":  # a server that always had a core waited 0
+                assert figures[name] >= 0, figures
             else:
                 assert figures[name] > 0, (name, figures)
     # The second step holds no more than the first: its memory is the first's, reused.
@@ -88,6 +91,26 @@ def check_figures(tables: list[dict]) -> None:
 def test_quick_against_a_pushserver(tmp_path: Path) -> None:
     with ServerProcess() as server:
         check_figures(quick_tables(tmp_path, "--url", server.url))
+
+
+def test_client_processes_kept_to_a_cpu(tmp_path: Path) -> None:
+    cpu = max(os.sched_getaffinity(0))
+    out = tmp_path / "bench.json"
+    with ServerProcess() as server:
+        args = ("--only", "9", "--quick", "--url", server.url, "--client-cpus", str(cpu))
+        proc = run_bench(*args, "--json", str(out), timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    check_figures(result["tables"])
+    assert result["machine"].endswith(f"; client processes on CPUs {cpu}"), result["machine"]
+    assert f"; client processes on CPUs {cpu}\n" in proc.stdout
+
+
+def test_client_cpus_not_usable_are_refused() -> None:
+    beyond = max(os.sched_getaffinity(0)) + 1
+    proc = run_bench("--only", "9", "--client-cpus", str(beyond), "--url", "http://127.0.0.1:1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"--client-cpus: CPU {beyond} is not one this process may use" in proc.stderr
 
 
 def test_quick_against_pushserver_workers(tmp_path: Path, redis_server: RedisServer) -> None:

@@ -1,10 +1,10 @@
-"""Experiment 9's verdict on a row (`pushserver_bench.versus.judge`) and the client processes'
-reports merged into one (`pushserver_bench.pool.merge`)."""
+"""Experiment 9's verdict on a row (`pushserver_bench.versus.judge`, `crowded`) and the client
+processes' reports merged into one (`pushserver_bench.pool.merge`)."""
 
 from __future__ import annotations
 
 from pushserver_bench.pool import merge
-from pushserver_bench.versus import judge
+from pushserver_bench.versus import crowded, judge
 
 
 def report(received: int, late: int, latencies: list[float]) -> dict[str, object]:
@@ -21,13 +21,34 @@ def report(received: int, late: int, latencies: list[float]) -> dict[str, object
 
 
 def test_a_row_is_the_servers_unless_a_delivery_was_lost_or_the_client_held_one() -> None:
-    assert judge(0, [], 0.5) == "valid"
-    assert judge(0, [], 0.5, late=0) == "valid"
-    assert judge(0, [], 0.5, late=3) == "INVALID: client-bound: 3 messages waited on a late re-poll"
-    assert judge(2, ["boom"], 0.95, late=1) == (
+    assert judge(0, []) == "valid"
+    assert judge(0, [], "", late=0) == "valid"
+    assert judge(0, [], late=3) == "INVALID: client-bound: 3 messages waited on a late re-poll"
+    assert judge(2, ["boom"], "a client process used 95% of a core", late=1) == (
         "INVALID: 2 deliveries lost; boom; client-bound: a client process used 95% of a core; "
         "client-bound: 1 message waited on a late re-poll"
     )
+
+
+def used(cpu: float) -> dict[str, object]:
+    """A client process's report: `cpu` seconds over the 10 s from the first publish."""
+    return {"cpu": cpu, "last": 110.0}
+
+
+def test_one_client_process_busy_for_most_of_a_core_crowds_the_row() -> None:
+    assert crowded([used(2.0), used(9.5)], 100.0, frozenset()) == (
+        "a client process used 95% of a core"
+    )
+    assert crowded([used(2.0), used(8.5)], 100.0, frozenset()) == ""
+
+
+def test_client_processes_kept_to_cpus_crowd_the_row_when_they_fill_them() -> None:
+    four = [used(2.4)] * 4  # 96 % of one CPU together, 24 % of a core each
+    assert crowded(four, 100.0, frozenset()) == ""
+    assert crowded(four, 100.0, frozenset({1})) == (
+        "the client processes used 96% of CPUs 1, all they were given"
+    )
+    assert crowded(four, 100.0, frozenset({0, 1})) == ""  # 48 % of two
 
 
 def test_merged_reports_sum_counts_and_keep_every_latency() -> None:
