@@ -93,17 +93,19 @@ def test_quick_against_a_pushserver(tmp_path: Path) -> None:
         check_figures(quick_tables(tmp_path, "--url", server.url))
 
 
-def test_client_processes_kept_to_a_cpu(tmp_path: Path) -> None:
-    cpu = max(os.sched_getaffinity(0))
+def test_client_processes_kept_to_cpus(tmp_path: Path) -> None:
+    # Every CPU this process may use: on a 2-core machine the fan-out's client kept to one is
+    # rightly judged client-bound (tests/test_bench_pool.py keeps processes to one CPU).
+    cpus = ",".join(map(str, sorted(os.sched_getaffinity(0))))
     out = tmp_path / "bench.json"
     with ServerProcess() as server:
-        args = ("--only", "9", "--quick", "--url", server.url, "--client-cpus", str(cpu))
+        args = ("--only", "9", "--quick", "--url", server.url, "--client-cpus", cpus)
         proc = run_bench(*args, "--json", str(out), timeout=120)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
     check_figures(result["tables"])
-    assert result["machine"].endswith(f"; client processes on CPUs {cpu}"), result["machine"]
-    assert f"; client processes on CPUs {cpu}\n" in proc.stdout
+    assert result["machine"].endswith(f"; client processes on CPUs {cpus}"), result["machine"]
+    assert f"; client processes on CPUs {cpus}\n" in proc.stdout
 
 
 def test_client_cpus_not_usable_are_refused() -> None:
