@@ -149,10 +149,10 @@ def busiest(reports: list[dict[str, Any]], start: float) -> float:
     return max(r["cpu"] / max(r["last"] - start, 1e-6) for r in reports)
 
 
-def crowded(reports: list[dict[str, Any]], start: float, cpus: frozenset[int]) -> str:
-    """Why the client processes were short of CPU ("" when they were not): one of them used
-    most of a core, or, kept to `cpus`, all of them together used most of those."""
-    busy = busiest(reports, start)
+def crowded(busy: float, reports: list[dict[str, Any]], start: float, cpus: frozenset[int]) -> str:
+    """Why the client processes were short of CPU ("" when they were not): the busiest of them
+    (`busy`, from `busiest`) used most of a core, or, kept to `cpus`, all of them together used
+    most of those."""
     if busy * 100 >= BUSY:
         return f"a client process used {busy:.0%} of a core"
     if cpus:
@@ -207,7 +207,7 @@ async def held(
     lost = report["expected"] - report["received"]
     busy = busiest(reports, start)
     received = max(1, report["received"])
-    short = crowded(reports, start, bench.client_cpus)
+    short = crowded(busy, reports, start, bench.client_cpus)
     verdict = judge(lost, report["errors"], short, report["late"])
     return {
         "row": [
@@ -321,6 +321,7 @@ async def fan_out(
     report = merge(reports)
     lost = report["expected"] - report["received"]
     received = max(1, report["received"])
+    busy = busiest(reports, start)
     return (
         [
             "fan-out, 8 publishers",
@@ -331,8 +332,8 @@ async def fan_out(
             rate(report["received"], report["last"] - start),
             1e6 * server_cpu / received,
             1e6 * report["cpu"] / received,
-            100 * busiest(reports, start),
-            judge(lost, report["errors"], crowded(reports, start, bench.client_cpus)),
+            100 * busy,
+            judge(lost, report["errors"], crowded(busy, reports, start, bench.client_cpus)),
         ],
         lost,
         report["errors"],

@@ -4,7 +4,7 @@ processes' reports merged into one (`pushserver_bench.pool.merge`)."""
 from __future__ import annotations
 
 from pushserver_bench.pool import merge
-from pushserver_bench.versus import crowded, judge
+from pushserver_bench.versus import busiest, crowded, judge
 
 
 def report(received: int, late: int, latencies: list[float]) -> dict[str, object]:
@@ -36,19 +36,22 @@ def used(cpu: float) -> dict[str, object]:
 
 
 def test_one_client_process_busy_for_most_of_a_core_crowds_the_row() -> None:
-    assert crowded([used(2.0), used(9.5)], 100.0, frozenset()) == (
+    reports = [used(2.0), used(9.5)]
+    assert crowded(busiest(reports, 100.0), reports, 100.0, frozenset()) == (
         "a client process used 95% of a core"
     )
-    assert crowded([used(2.0), used(8.5)], 100.0, frozenset()) == ""
+    reports = [used(2.0), used(8.5)]
+    assert crowded(busiest(reports, 100.0), reports, 100.0, frozenset()) == ""
 
 
 def test_client_processes_kept_to_cpus_crowd_the_row_when_they_fill_them() -> None:
     four = [used(2.4)] * 4  # 96 % of one CPU together, 24 % of a core each
-    assert crowded(four, 100.0, frozenset()) == ""
-    assert crowded(four, 100.0, frozenset({1})) == (
+    busy = busiest(four, 100.0)
+    assert crowded(busy, four, 100.0, frozenset()) == ""
+    assert crowded(busy, four, 100.0, frozenset({1})) == (
         "the client processes used 96% of CPUs 1, all they were given"
     )
-    assert crowded(four, 100.0, frozenset({0, 1})) == ""  # 48 % of two
+    assert crowded(busy, four, 100.0, frozenset({0, 1})) == ""  # 48 % of two
 
 
 def test_merged_reports_sum_counts_and_keep_every_latency() -> None:
