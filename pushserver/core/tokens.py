@@ -7,6 +7,7 @@ allowing every channel with that prefix (`user.42.*`).
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -91,7 +92,10 @@ def verify(token: str | None, secret: str, channels: Sequence[str], audience: st
 
 
 def mint(channels: Sequence[str], ttl: float, secret: str, now: float | None = None) -> str:
-    """A token for `channels` valid `ttl` seconds, for app servers' examples and for testing."""
+    """A token for `channels` valid at least `ttl` seconds, for app servers' examples and tests.
+
+    `exp` is whole seconds: rounding it down would cut up to a second off a short token's life.
+    """
     issued = time.time() if now is None else now
-    claims = {"channels": list(channels), "exp": int(issued + ttl), "iat": int(issued)}
+    claims = {"channels": list(channels), "exp": math.ceil(issued + ttl), "iat": int(issued)}
     return jwt.encode(claims, secret, algorithm=ALGORITHM)

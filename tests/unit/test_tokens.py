@@ -34,7 +34,15 @@ def test_mint_writes_channels_expiry_and_issue_time():
     claims = jwt.decode(
         token, SECRET, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False}
     )
-    assert claims == {"channels": ["a", "b*"], "exp": NOW + 91, "iat": NOW}
+    assert claims == {"channels": ["a", "b*"], "exp": NOW + 92, "iat": NOW}
+
+
+def test_a_short_token_minted_late_in_a_second_still_lasts_its_whole_ttl():
+    token = mint(["a"], 1, SECRET, now=NOW + 0.9)
+    claims = jwt.decode(
+        token, SECRET, algorithms=["HS256"], options={"verify_exp": False, "verify_iat": False}
+    )
+    assert claims["exp"] - (NOW + 0.9) >= 1
 
 
 def test_verify_returns_the_expiry_of_a_covering_token():
