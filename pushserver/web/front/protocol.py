@@ -2,7 +2,7 @@
 
 It reads request heads (`head.HeadParser`) and serves the subscribe paths itself: the transport
 handlers (`web.transports`) answer through it, hold a long-poll on it, or take the connection
-away for a held stream. It serves publishes too (`publish.takes`), feeding their bodies to
+away for a held stream. It serves publishes too (`publish.plan`), feeding their bodies to
 `publish.Body` as they come (`take_body`). Any other request goes, byte for byte, to an aiohttp
 protocol made for this connection on first need (`web.Server`, aiohttp's public protocol
 factory) over a `Conduit`; the front end reads nothing more until the app's outermost middleware
@@ -199,9 +199,9 @@ class FrontProtocol(asyncio.Protocol):
         """The head being served, while its handler runs (for `remember`)."""
         self.repeat: Repeat | None = None
         """The last head a handler asked to `remember`."""
-        self.published: tuple[bytes, RequestHead] | None = None
-        """The last publish head read and what was parsed from it: a publisher sends the same
-        head again and again (when its bodies are of one length), parsed once here."""
+        self.published: tuple[bytes, publish.Plan] | None = None
+        """The last publish head read and its plan: a publisher sends the same head again and
+        again (when its bodies are of one length), parsed and planned once here."""
 
     # -- the transport's callbacks ----------------------------------------------------------
 
@@ -330,9 +330,10 @@ class FrontProtocol(asyncio.Protocol):
                 return
             self._head_done()
             handler = front.route(head.path)
-            if handler is None and publish.takes(head):
-                self.published = raw, head
-                self._publish(size, head)
+            plan = None if handler is not None else publish.plan(head, front.state.settings)
+            if plan is not None:
+                self.published = raw, plan
+                self._publish(size, plan)
                 continue
             if handler is None:
                 self._forward(head)
@@ -369,12 +370,12 @@ class FrontProtocol(asyncio.Protocol):
         self.state = BUSY
         self._begin(repeat.parsed.head, repeat.parsed.again, value)
 
-    def _publish(self, size: int, head: RequestHead) -> None:
+    def _publish(self, size: int, plan: publish.Plan) -> None:
         """Serve a publish whose head is the buffer's first `size` bytes."""
         self.buffer = self.buffer[size:]
         self._detach_http()
         self.state = BUSY
-        self._begin(head, publish.handle, head)
+        self._begin(plan.head, publish.handle, plan)
 
     def _head_started(self) -> None:
         if not self.counted and self.state == HEAD:

@@ -28,6 +28,7 @@ from . import answer
 from .head import RequestHead
 
 if TYPE_CHECKING:
+    from ...config import Settings
     from .protocol import FrontProtocol
 
 BATCH = "/pub"
@@ -37,49 +38,78 @@ CHUNKED_HEAD = b"POST / HTTP/1.1\r\nHost: -\r\nTransfer-Encoding: chunked\r\n\r\
 """What h11 is told of a chunked request: it only decodes the body (the head is llhttp's)."""
 
 
-def takes(head: RequestHead) -> bool:
-    """Whether the front end publishes `head` itself. Anything else on these paths (other
-    methods, a compressed body, an unknown `Expect`) goes to aiohttp, which answers it as
-    before."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    """What a publish head says about its request, read once: a publisher sends the same head
+    again and again (bodies of one length), and the connection keeps the plan beside it
+    (`FrontProtocol.published`)."""
+
+    head: RequestHead
+    batch: bool
+    limit: int
+    """Largest body accepted (`publishing.body_limit`)."""
+    as_json: bool
+    """Whether the body is published as JSON (`publishing.is_json` of its media type)."""
+    authorization: str | None
+    """The `Authorization` value as aiohttp would give it."""
+
+
+def plan(head: RequestHead, settings: Settings) -> Plan | None:
+    """The plan of a publish the front end serves itself; None for anything else on these
+    paths (other methods, a compressed body, an unknown `Expect`), which goes to aiohttp and
+    is answered as before."""
     if head.method != "POST":
-        return False
+        return None
     path = head.path
     if path != BATCH and not (
         path.startswith(ONE) and len(path) > len(ONE) and "/" not in path[len(ONE) :]
     ):
-        return False
+        return None
     headers = head.headers
     coding = headers.get("content-encoding")
     transfer = headers.get("transfer-encoding")
     expect = headers.get("expect")
-    return (
+    if not (
         (coding is None or coding.lower() == "identity")
         and (transfer is None or transfer.lower() == "chunked")
         and (expect is None or expect.lower() == "100-continue")
+    ):
+        return None
+    batch = path == BATCH
+    return Plan(
+        head,
+        batch,
+        publishing.body_limit(settings, batch),
+        publishing.is_json(_media_type(head)),
+        _aiohttp_text(headers.get("authorization")),
     )
 
 
-def handle(conn: FrontProtocol, head: RequestHead) -> Awaitable[None] | None:
+def handle(conn: FrontProtocol, plan: Plan) -> Awaitable[None] | None:
     """Publish and answer 201: at once when the body is at hand and the broker needs no wait
     (`Hub.publish_now`), else in what this returns (awaited in a task). A refusal is answered
     by the connection (`FrontProtocol._failed`) when the body was read, else here, closing."""
     state = conn.front.state
-    batch = head.path == BATCH
-    body = Body(conn, head, publishing.body_limit(state.settings, batch))
+    head = plan.head
+    data = _at_hand(conn, head.body_length, plan.limit)
+    body = None if data is not None else Body(conn, head, plan.limit)
     try:
-        publishing.admit(state, conn.remote(head), _aiohttp_text(head.headers.get("authorization")))
-        channel = "" if batch else parse_channel(head.path[len(ONE) :])
-        if not body.whole:
-            body.start()
-            return _publish(conn, head, body, channel, None)
-        items = _items(conn, head, channel, body.take())
+        publishing.admit(state, conn.remote(head), plan.authorization)
+        channel = "" if plan.batch else parse_channel(head.path[len(ONE) :])
+        if body is not None:
+            if not body.whole:
+                body.start()
+                return _publish(conn, plan, body, channel, None)
+            data = body.take()
+        assert data is not None  # at hand with the head, or read by `body`
+        items = _items(conn, plan, channel, data)
         published = state.hub.publish_now(items)
     except PushError as exc:
         _refused(conn, head, body, exc)
         return None
     if published is None:
-        return _publish(conn, head, body, channel, items)
-    created = publishing.created(published, batch)
+        return _publish(conn, plan, body, channel, items)
+    created = publishing.created(published, plan.batch)
     if state.hub.flushing:  # the deliveries go out first, as after `Hub.publish`
         conn.front.loop.call_soon(conn.reply_json, head, 201, created)
     else:
@@ -87,15 +117,31 @@ def handle(conn: FrontProtocol, head: RequestHead) -> Awaitable[None] | None:
     return None
 
 
+def _at_hand(conn: FrontProtocol, length: int, limit: int) -> bytes | None:
+    """The body, taken from the connection's buffer, when it came whole with the head (the
+    usual publish: a `Content-Length` body within `limit`); None when `Body` must read it."""
+    buffer = conn.buffer
+    if not 0 <= length <= limit or length > len(buffer):
+        return None
+    if length == len(buffer):
+        conn.buffer = b""
+        return buffer
+    conn.buffer = buffer[length:]
+    return buffer[:length]
+
+
 async def _publish(
-    conn: FrontProtocol, head: RequestHead, body: Body, channel: str, items: list[Item] | None
+    conn: FrontProtocol, plan: Plan, body: Body | None, channel: str, items: list[Item] | None
 ) -> None:
-    """The rest of `handle` when the body is still to come or the broker must be waited for."""
+    """The rest of `handle` when the body is still to come or the broker must be waited for
+    (`body` None: it came whole with the head)."""
     state = conn.front.state
+    head = plan.head
     try:
         if items is None:
-            items = _items(conn, head, channel, await body.read())
-        created = await publishing.publish(state, items, batch=not channel)
+            assert body is not None
+            items = _items(conn, plan, channel, await body.read())
+        created = await publishing.publish(state, items, batch=plan.batch)
     except PushError as exc:
         _refused(conn, head, body, exc)
         return
@@ -104,17 +150,17 @@ async def _publish(
     conn.reply_json(head, 201, created)
 
 
-def _items(conn: FrontProtocol, head: RequestHead, channel: str, data: bytes) -> list[Item]:
+def _items(conn: FrontProtocol, plan: Plan, channel: str, data: bytes) -> list[Item]:
     """The messages of a publish whose body is `data` (`channel` empty for a batch)."""
-    if not channel:
+    if plan.batch:
         return publishing.batch_items(data, conn.front.state.settings)
-    key = head.headers.get("idempotency-key")
-    return publishing.one_item(channel, data, key, publishing.is_json(_media_type(head)))
+    key = plan.head.headers.get("idempotency-key")
+    return publishing.one_item(channel, data, key, plan.as_json)
 
 
-def _refused(conn: FrontProtocol, head: RequestHead, body: Body, exc: PushError) -> None:
+def _refused(conn: FrontProtocol, head: RequestHead, body: Body | None, exc: PushError) -> None:
     """Raise `exc` for the connection to answer when the body was read, else answer it here."""
-    if body.whole:
+    if body is None or body.whole:
         raise exc
     limits.count(conn.front.state, exc)
     _refuse_closing(conn, head, body, exc)
