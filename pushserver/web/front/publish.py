@@ -21,6 +21,7 @@ import h11
 
 from ...core.broker import Item
 from ...core.errors import InvalidInput, PushError
+from ...core.messages import Message
 from ...core.names import parse_channel
 from .. import limits, publishing
 from ..heads import LINGER
@@ -109,12 +110,16 @@ def handle(conn: FrontProtocol, plan: Plan) -> Awaitable[None] | None:
         return None
     if published is None:
         return _publish(conn, plan, body, channel, items)
-    created = publishing.created(published, plan.batch)
     if state.hub.flushing:  # the deliveries go out first, as after `Hub.publish`
-        conn.front.loop.call_soon(conn.reply_json, head, 201, created)
+        conn.front.loop.call_soon(_created, conn, plan, published)
     else:
-        conn.reply_json(head, 201, created)
+        _created(conn, plan, published)
     return None
+
+
+def _created(conn: FrontProtocol, plan: Plan, published: list[tuple[Message, int]]) -> None:
+    """The 201, built (after the flush, when one was due) and sent."""
+    conn.reply_json(plan.head, 201, publishing.created(published, plan.batch))
 
 
 def _at_hand(conn: FrontProtocol, length: int, limit: int) -> bytes | None:
