@@ -21,7 +21,6 @@ import h11
 
 from ...core.broker import Item
 from ...core.errors import InvalidInput, PushError
-from ...core.messages import Message
 from ...core.names import parse_channel
 from .. import limits, publishing
 from ..heads import LINGER
@@ -30,6 +29,7 @@ from .head import RequestHead
 
 if TYPE_CHECKING:
     from ...config import Settings
+    from ...core.messages import Message
     from .protocol import FrontProtocol
 
 BATCH = "/pub"
