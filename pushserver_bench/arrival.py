@@ -2,78 +2,41 @@
 
 The bench's client processes share the machine's cores with the server, so with thousands of
 subscribers a client reads an answer a while after the server wrote it, and a latency timed at
-the read is partly the client's own. These connections read with `recvmsg` and ask the kernel
-for each read's receive timestamp (`SO_TIMESTAMPNS`). On loopback the kernel stamps a segment
-in the sender's write, so `arrived` is when the server sent the bytes, however late the client
-gets to them.
-
-Linux stamps received segments only while some socket asks for it, and turns stamping on a
-moment after the first one asks (from a work queue), so a client process first holds a socket
-that asks and waits until a segment comes back stamped (`stamping`).
+the read is partly the client's own. These connections read with `recvmsg` and take the
+kernel's receive timestamp of each read (`pushserver_measure.timestamps`), so `arrived` is when
+the server sent the bytes, however late the client gets to them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import socket
-import struct
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
-"""Linux's option (and ancillary message type); Python's socket module does not name it."""
-_STAMP = struct.Struct("@qq")  # struct timespec: seconds, nanoseconds
+from pushserver_measure.timestamps import (
+    ANCILLARY,
+    SWITCH_PAUSE,
+    Switch,
+    enable,
+    stamp,
+    switched_on,
+)
+
 P = TypeVar("P", bound=asyncio.Protocol)
-_ANCILLARY = socket.CMSG_SPACE(_STAMP.size)
 _READ = memoryview(bytearray(1 << 18))
 """Every read lands here first and is copied out at its length: one process's reads run one at
 a time, and a fresh 256 KB buffer per read would cost more than the read."""
 
 
-STAMPING_WAIT = 10.0
-"""Seconds to wait for the kernel to begin stamping before giving up."""
-_STAMPING: list[socket.socket] = []
-"""The socket that keeps stamping on for this process's life, once it is on."""
-
-
-class NoTimestamps(OSError):
-    """This system gives no receive timestamps on TCP sockets."""
-
-
-def _stamp(ancillary: list[tuple[int, int, bytes]]) -> float | None:
-    """The receive time in a read's ancillary data, or None."""
-    for level, kind, data in ancillary:
-        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
-            seconds, nanoseconds = _STAMP.unpack_from(data)
-            return seconds + nanoseconds * 1e-9
-    return None
-
-
 async def stamping() -> None:
     """Return once received segments are stamped, keeping them so for this process; raises
-    NoTimestamps when they are not within `STAMPING_WAIT` seconds."""
-    if _STAMPING:
+    NoTimestamps when they are not within `timestamps.SWITCH_WAIT` seconds."""
+    if switched_on():
         return
-    with socket.create_server(("127.0.0.1", 0)) as listener:
-        sender = socket.create_connection(listener.getsockname())
-        receiver, _ = listener.accept()
-    with sender:
-        receiver.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        deadline = time.monotonic() + STAMPING_WAIT
-        while True:
-            sender.sendall(b".")
-            _, ancillary, _, _ = receiver.recvmsg(1, _ANCILLARY)
-            if _stamp(ancillary) is not None:
-                if _STAMPING:  # another connection's wait got there first
-                    receiver.close()
-                else:
-                    _STAMPING.append(receiver)
-                return
-            if time.monotonic() > deadline:
-                receiver.close()
-                raise NoTimestamps(f"no receive timestamp within {STAMPING_WAIT:g} s")
-            await asyncio.sleep(0.005)
+    switch = Switch()
+    while not switch.on():
+        await asyncio.sleep(SWITCH_PAUSE)
 
 
 class ArrivalTransport(asyncio.Transport):
@@ -95,7 +58,7 @@ class ArrivalTransport(asyncio.Transport):
 
     def _readable(self) -> None:
         try:
-            size, ancillary, _, _ = self._sock.recvmsg_into([_READ], _ANCILLARY)
+            size, ancillary, _, _ = self._sock.recvmsg_into([_READ], ANCILLARY)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -105,7 +68,7 @@ class ArrivalTransport(asyncio.Transport):
             self._protocol.eof_received()
             self._close(None)
             return
-        self.arrived = _stamp(ancillary)
+        self.arrived = stamp(ancillary)
         self._protocol.data_received(_READ[:size].tobytes())
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -170,10 +133,7 @@ async def open_arrival(
     try:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-        except OSError as exc:
-            raise NoTimestamps(f"no receive timestamps on this system: {exc}") from None
+        enable(sock)
         if source:
             sock.bind((source, 0))
         await loop.sock_connect(sock, address)

@@ -2,6 +2,8 @@
 
 It reports its own latency beside the crowd's, so a reader can tell latency the server causes
 (the probe sees it too) from latency the busy load generator causes (only the crowd sees it).
+It times a delivery when its bytes arrived (the kernel's receive timestamp), not when it read
+them, so its own wait for a core is not counted.
 Run by the controller as `python -m pushserver_burnin.probe URL TRANSPORT CHANNEL`; one JSON
 line per event on stdout.
 """
@@ -12,6 +14,7 @@ import contextlib
 import ctypes
 import signal
 import sys
+import time
 from typing import Any
 
 import gevent
@@ -21,6 +24,7 @@ import orjson
 
 from pushserver_burnin.subscribers import TRANSPORTS
 from pushserver_burnin.tally import StepBook
+from pushserver_measure import timestamps
 from pushserver_measure.http11 import Endpoint
 from pushserver_measure.tuning import quiet_gc
 
@@ -67,7 +71,10 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     _die_with_parent()
     quiet_gc()
-    subscriber = TRANSPORTS[transport](Endpoint.parse(url), channel, PrintingSink())
+    # Timed when the bytes arrived: on a busy machine this process too waits for a core, and
+    # what it waited would be counted as the server's latency.
+    timestamps.switch_on(time.sleep)
+    subscriber = TRANSPORTS[transport](Endpoint.parse(url), channel, PrintingSink(), stamped=True)
     with contextlib.suppress(BrokenPipeError, KeyboardInterrupt):
         subscriber.run()
 

@@ -17,18 +17,27 @@ from socket import socket
 import gevent
 from gevent.event import AsyncResult
 
+from pushserver_measure import timestamps
 from pushserver_measure.http11 import ConnectionClosed
 
 _RECV_SIZE = 65536
 _READ = 1  # libev/libuv readiness flag for "readable"
 
 
-def serve(sock: socket, on_data: Callable[[bytes], None], idle_timeout: float) -> None:
-    """Feed the socket's bytes to `on_data` until it fails; raise what failed.
+def serve(
+    sock: socket,
+    on_data: Callable[[bytes, float], None],
+    idle_timeout: float,
+    stamped: bool = False,
+) -> None:
+    """Feed the socket's bytes to `on_data` with when they came (epoch seconds) until it fails;
+    raise what failed.
 
-    `on_data` runs inside the hub, so it must never block; whatever it raises ends the
-    connection and is raised here. Silence longer than `idle_timeout` (heartbeats missed)
-    raises ConnectionClosed.
+    When they came is when they were read, or, `stamped` (the socket asks for timestamps,
+    `pushserver_measure.timestamps`), when the kernel received the last of them: a read late
+    because this process waited for a core is then timed as it arrived. `on_data` runs inside
+    the hub, so it must never block; whatever it raises ends the connection and is raised here.
+    Silence longer than `idle_timeout` (heartbeats missed) raises ConnectionClosed.
     """
     failed: AsyncResult = AsyncResult()
     last_read = time.monotonic()
@@ -37,11 +46,15 @@ def serve(sock: socket, on_data: Callable[[bytes], None], idle_timeout: float) -
     def readable() -> None:
         nonlocal last_read
         try:
-            data = os.read(fd, _RECV_SIZE)  # the descriptor is non-blocking: no gevent wrapper
+            if stamped:
+                data, ancillary, _, _ = sock.recvmsg(_RECV_SIZE, timestamps.ANCILLARY)
+                came = timestamps.stamp(ancillary)
+            else:  # the descriptor is non-blocking: no gevent wrapper
+                data, came = os.read(fd, _RECV_SIZE), None
             if not data:
                 raise ConnectionClosed("connection closed by the server")
             last_read = time.monotonic()
-            on_data(data)
+            on_data(data, time.time() if came is None else came)
         except BlockingIOError:
             return
         except BaseException as exc:  # handed to the subscriber's greenlet, never lost

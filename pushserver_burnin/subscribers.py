@@ -16,12 +16,14 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 from urllib.parse import quote
 
 import orjson
 
 from pushserver_burnin import readiness, websocket
+from pushserver_measure import timestamps
 from pushserver_measure.http11 import (
     BodyLines,
     Connection,
@@ -72,8 +74,12 @@ class Subscriber:
         sink: Sink,
         source_ip: str | None = None,
         heartbeat: float = 20.0,
+        stamped: bool = False,
     ) -> None:
         self.endpoint = endpoint
+        self.stamped = stamped
+        """Whether deliveries are timed when they arrived (the kernel's receive timestamp), not
+        when read; the process must have stamping switched on (`timestamps.switch_on`)."""
         self.channel = channel
         self.sink = sink
         self.source_ip = source_ip
@@ -151,9 +157,23 @@ class Subscriber:
         elif kind == "reconnect":
             raise ServerReconnect("server asked to reconnect")
 
+    def _connect(self, timeout: float) -> Any:
+        """A connection for a held request, asking for receive timestamps when `stamped`."""
+        sock = connect(self.endpoint, self.source_ip, timeout)
+        if self.stamped:
+            try:
+                timestamps.enable(sock)
+            except BaseException:
+                sock.close()
+                raise
+        return sock
+
+    def _serve(self, sock: Any, on_data: Callable[[bytes, float], None], timeout: float) -> None:
+        readiness.serve(sock, on_data, timeout, self.stamped)
+
     def _open_stream(self, path: str) -> tuple[Reader, Any]:
         """Connect and send a GET; the caller reads the head."""
-        sock = connect(self.endpoint, self.source_ip, self.idle_timeout)
+        sock = self._connect(self.idle_timeout)
         sock.sendall(request_bytes("GET", self.endpoint.host_header, path))
         return Reader(sock), sock
 
@@ -174,7 +194,7 @@ class LongPollSubscriber(Subscriber):
 
     def consume(self) -> None:
         self.held()  # its cursor poll was admitted; a held poll says nothing before a message
-        sock = connect(self.endpoint, self.source_ip, LONGPOLL_TIMEOUT + 15)
+        sock = self._connect(LONGPOLL_TIMEOUT + 15)
         responses = Responses()
         head, tail = self._poll_parts()
 
@@ -186,9 +206,8 @@ class LongPollSubscriber(Subscriber):
         try:
             sock.sendall(poll())
 
-            def on_data(data: bytes) -> None:
+            def on_data(data: bytes, received: float) -> None:
                 for answer in responses.feed(data):
-                    received = time.time()
                     if answer.status != 200:
                         raise HttpStatusError(answer.status, answer.body, answer.retry_after)
                     decoded = orjson.loads(answer.body)
@@ -201,7 +220,7 @@ class LongPollSubscriber(Subscriber):
                         raise ConnectionClosed("the server closed the keep-alive connection")
                     readiness.send_small(sock, poll())
 
-            readiness.serve(sock, on_data, LONGPOLL_TIMEOUT + 15)
+            self._serve(sock, on_data, LONGPOLL_TIMEOUT + 15)
         finally:
             sock.close()
 
@@ -223,15 +242,14 @@ class _LineStreamSubscriber(Subscriber):
             self.held()
             lines = BodyLines(head.chunked)
 
-            def on_data(data: bytes) -> None:
-                received = time.time()
+            def on_data(data: bytes, received: float) -> None:
                 for line in lines.feed(data):
                     payload = self.payload(line)
                     if payload:
                         self.handle(orjson.loads(payload), received, len(line))
 
-            on_data(reader.take_buffered())
-            readiness.serve(sock, on_data, self.idle_timeout)
+            on_data(reader.take_buffered(), time.time())  # read with the head: no stamp kept
+            self._serve(sock, on_data, self.idle_timeout)
         finally:
             sock.close()
 
@@ -259,12 +277,11 @@ class WebSocketSubscriber(Subscriber):
     def consume(self) -> None:
         path = f"/ws/{self.channel}{self.query()}"
         client = websocket.WebSocketClient(self.endpoint, path)
-        sock = connect(self.endpoint, self.source_ip, self.idle_timeout)
+        sock = self._connect(self.idle_timeout)
         try:
             sock.sendall(client.to_send())
 
-            def on_data(data: bytes) -> None:
-                received = time.time()
+            def on_data(data: bytes, received: float) -> None:
                 for message in client.feed(data):
                     self.handle(orjson.loads(message), received, len(message))
                 if not self.counted and client.open:
@@ -274,7 +291,7 @@ class WebSocketSubscriber(Subscriber):
                     readiness.send_small(sock, reply)
                 client.check_open()
 
-            readiness.serve(sock, on_data, self.idle_timeout)
+            self._serve(sock, on_data, self.idle_timeout)
         finally:
             sock.close()
 

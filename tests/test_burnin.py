@@ -408,15 +408,46 @@ def test_readiness_feeds_bytes_then_raises_what_ended_the_connection() -> None:
     theirs.sendall(b'6\r\n{"a":1\r\n3\r\n}\n\n\r\n')  # a line cut across two chunks
     theirs.close()
     with pytest.raises(ConnectionClosed, match="closed by the server"):
-        readiness.serve(ours, lambda data: got.extend(lines.feed(data)), idle_timeout=30)
+        readiness.serve(ours, lambda data, _: got.extend(lines.feed(data)), idle_timeout=30)
     assert got == [b'{"a":1}', b""]
     ours.close()
 
     ours, theirs = socket.socketpair()  # silent past the idle timeout: dropped
     with pytest.raises(ConnectionClosed, match="nothing received"):
-        readiness.serve(ours, lambda data: None, idle_timeout=0.1)
+        readiness.serve(ours, lambda data, _: None, idle_timeout=0.1)
     ours.close()
     theirs.close()
+
+
+@pytest.mark.parametrize("stamped", [True, False])
+def test_readiness_times_bytes_when_they_arrived_or_when_read(stamped: bool) -> None:
+    """The kernel stamps a segment before it is queued for reading: a stamped read is timed
+    no later than the moment its bytes were seen waiting, however late it is read; an unstamped
+    one at the read."""
+    import select
+    import socket
+
+    from pushserver_burnin import readiness
+    from pushserver_measure import timestamps
+    from pushserver_measure.http11 import ConnectionClosed
+
+    timestamps.switch_on(time.sleep)
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        theirs = socket.create_connection(listener.getsockname())
+        ours, _ = listener.accept()
+    if stamped:
+        timestamps.enable(ours)
+    theirs.sendall(b"one")
+    theirs.close()
+    assert select.select([ours], [], [], 10)[0], "the bytes never arrived"
+    waiting = time.time()
+    came: list[tuple[bytes, float]] = []
+    with pytest.raises(ConnectionClosed, match="closed by the server"):
+        readiness.serve(ours, lambda data, at: came.append((data, at)), 30, stamped=stamped)
+    ours.close()
+    [(data, at)] = came
+    assert data == b"one"
+    assert at <= waiting if stamped else at >= waiting
 
 
 @pytest.mark.parametrize("transport", ["stream", "longpoll"])
