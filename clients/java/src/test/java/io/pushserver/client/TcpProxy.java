@@ -98,11 +98,11 @@ final class TcpProxy implements AutoCloseable {
             try {
                 Pipe pipe = new Pipe(client, new Socket(InetAddress.getLoopbackAddress(), targetPort),
                         cutAfter.getAsInt());
-                pipe.start();
-                synchronized (this) {
+                synchronized (this) { // listed before it forwards a byte: freezeAll and cutAll see it
                     pipes.add(pipe);
                     accepted++;
                 }
+                pipe.start();
             } catch (IOException e) {
                 closeQuietly(client); // the server is down: the client sees the connection fail
             }
