@@ -61,14 +61,22 @@ class Switch:
         with socket.create_server(("127.0.0.1", 0)) as listener:
             self.sender = socket.create_connection(listener.getsockname())
             self.receiver, _ = listener.accept()
-        enable(self.receiver)
+        try:
+            enable(self.receiver)
+        except BaseException:
+            self.close()
+            raise
         self.deadline = time.monotonic() + SWITCH_WAIT
 
     def on(self) -> bool:
         """Whether stamping is on, by one byte sent and read back (the switch is done with once
         it is); NoTimestamps once `SWITCH_WAIT` has passed without a stamp."""
-        self.sender.sendall(b".")
-        _, ancillary, _, _ = self.receiver.recvmsg(1, ANCILLARY)
+        try:
+            self.sender.sendall(b".")
+            _, ancillary, _, _ = self.receiver.recvmsg(1, ANCILLARY)
+        except BaseException:
+            self.close()
+            raise
         if stamp(ancillary) is not None:
             self.sender.close()
             if _KEPT:  # another wait in this process got there first
