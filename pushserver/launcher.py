@@ -24,7 +24,14 @@ class ServerError(RuntimeError):
 
 
 class ServerProcess:
-    """`with ServerProcess(["--heartbeat", "1"]) as srv: srv.url` runs one server."""
+    """`with ServerProcess(["--heartbeat", "1"]) as srv: srv.url` runs one server.
+
+    A subclass runs another server the same way: its `module` (run with `--host` and
+    `--port`), and the line (`ready`) that says it listens and where."""
+
+    name = "pushserver"
+    module = "pushserver"
+    ready = READY_RE
 
     def __init__(
         self,
@@ -46,7 +53,7 @@ class ServerProcess:
         return [
             sys.executable,
             "-m",
-            "pushserver",
+            self.module,
             "--host",
             self.host,
             "--port",
@@ -68,7 +75,7 @@ class ServerProcess:
         threading.Thread(target=self._pump, args=(self.proc, ready), daemon=True).start()
         if not ready.wait(self.ready_timeout) or not self.url:
             self.kill()
-            raise ServerError("pushserver did not start:\n" + "".join(self.output[-30:]))
+            raise ServerError(f"{self.name} did not start:\n" + "".join(self.output[-30:]))
         return self
 
     def _pump(self, proc: subprocess.Popen[str], ready: threading.Event) -> None:
@@ -77,7 +84,7 @@ class ServerProcess:
             self.output.append(line)
             if len(self.output) > 2000:
                 del self.output[:1000]
-            match = READY_RE.search(line)
+            match = self.ready.search(line)
             if match and not ready.is_set():
                 self.url = match.group(1)
                 self.port = int(self.url.rsplit(":", 1)[1])

@@ -49,7 +49,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "loopback: 1 latency 1→1, 2 publishersxsubscribers, 3 broadcast, 4 concurrency 1 vs "
         "100, 5 publish throughput by connectionsxworkers, 6 uvloop vs asyncio, 7 fast path "
         "budgets, 8 Redis scale-out (two nodes, --workers 2); and, only when named, 9 any "
-        "server at --url (pushserver or nginx+nchan, --target) under 19,900 subscribers.",
+        "server at --url (pushserver or nginx+nchan, --target), or the bench's bare server (the "
+        "floor), under 19,900 subscribers.",
     )
     parser.add_argument(
         "--url",
@@ -91,7 +92,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--target",
         choices=KINDS,
         default="pushserver",
-        help="experiment 9: what serves --url (nchan needs --url or --sub-url)",
+        help="experiment 9: what serves --url (nchan needs --url or --sub-url; without --url, "
+        "bare starts the bench's bare server, the least a uvloop server can do)",
     )
     parser.add_argument(
         "--pub-url",
@@ -165,8 +167,10 @@ def refusal(args: argparse.Namespace, numbers: list[int], transports: list[str])
         return f"--transports takes {','.join(TRANSPORTS)}"
     if args.target != "pushserver" and numbers != [9]:
         return f"--target {args.target} goes with --only 9"
-    if args.target != "pushserver" and not (args.url or args.sub_url):
+    if args.target == "nchan" and not (args.url or args.sub_url):
         return f"--target {args.target} needs --url or --sub-url"
+    if args.target == "bare" and args.server_arg:
+        return "--server-arg is for pushserver; the bare server takes none"
     return ""
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from pushserver.launcher import ServerProcess
 
+from .bare import BareProcess
 from .machine import SERVER_PIDS
 
 _names = itertools.count(1)
@@ -26,7 +27,8 @@ class Bench:
     redis: str = ""
     processes: int = 2
     target: str = "pushserver"
-    """What experiment 9 measures at `url` (or `pub_url`/`sub_url`): "pushserver" or "nchan"."""
+    """What experiment 9 measures at `url` (or `pub_url`/`sub_url`): "pushserver", "nchan" or
+    "bare" (`bare.py`, which the bench starts itself when no `url` is given)."""
     pub_url: str = ""
     sub_url: str = ""
     pids: list[int] = dataclasses.field(default_factory=list)
@@ -43,11 +45,15 @@ class Bench:
 
     @contextlib.contextmanager
     def server(self, *args: str) -> Iterator[str]:
-        """A server to measure: the `--url` one, or a fresh one started with `args`."""
+        """A server to measure: the `--url` one, or a fresh one started with `args` (the bare
+        server for that target)."""
         if self.url:
             yield self.url
             return
-        with ServerProcess([*self.server_args, *args]) as srv:
+        launch = (
+            BareProcess() if self.target == "bare" else ServerProcess([*self.server_args, *args])
+        )
+        with launch as srv:
             assert srv.proc is not None
             SERVER_PIDS[srv.url] = srv.proc.pid
             try:

@@ -1,4 +1,5 @@
-"""The servers experiment 9 can measure with one client: pushserver, or nginx with nchan.
+"""The servers experiment 9 can measure with one client: pushserver, nginx with nchan, or the
+bench's bare server (`bare.py`, the floor), which speaks nchan's protocol.
 
 A target names where a channel's messages are published and where it is subscribed to, as URL
 prefixes the channel name is appended to. pushserver publishes at `/pub/{channel}` and serves
@@ -38,7 +39,7 @@ from .client import (
 )
 
 TRANSPORTS = ("longpoll", "sse")
-KINDS = ("pushserver", "nchan")
+KINDS = ("pushserver", "nchan", "bare")
 
 
 class NchanLongPoller(LongPoller):
@@ -81,7 +82,8 @@ class Target:
 
     @classmethod
     def of(cls, kind: str, url: str, pub: str = "", sub: str = "") -> Target:
-        """The target at `url`; nchan's locations default to `{url}/pub/` and `{url}/sub/`."""
+        """The target at `url`; nchan's (and the bare server's) locations default to
+        `{url}/pub/` and `{url}/sub/`."""
         if kind not in KINDS:
             raise ValueError(f"unknown target {kind!r}")
         root = url.rstrip("/")

@@ -1,0 +1,149 @@
+"""The bench's bare server (`pushserver_bench.bare`), the floor experiment 9 is read against:
+started for real and spoken to in nchan's protocol, as the bench speaks it; then experiment 9,
+quick, against one the bench starts itself."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pushserver_bench.bare import BareProcess
+
+from .test_bench import run_bench
+from .test_bench_nchan import check_figures, quick_tables
+
+DEADLINE = 10.0
+
+
+@pytest.fixture(scope="module")
+def bare():
+    with BareProcess() as server:
+        yield server
+
+
+async def connect(server: BareProcess) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection("127.0.0.1", server.port)
+
+
+def get(path: str, *headers: str) -> bytes:
+    extra = "".join(f"{h}\r\n" for h in headers)
+    return f"GET {path} HTTP/1.1\r\nHost: bench\r\n{extra}\r\n".encode()
+
+
+def post(path: str, body: bytes) -> bytes:
+    head = f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n\r\n"
+    return head.encode() + body
+
+
+async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), DEADLINE)
+    lines = head.decode().split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.lower()] = value.strip()
+    size = int(headers.get("content-length", "0"))
+    body = await asyncio.wait_for(reader.readexactly(size), DEADLINE)
+    return int(lines[0].split()[1]), headers, body
+
+
+async def request(server: BareProcess, raw: bytes) -> tuple[int, dict[str, str], bytes]:
+    reader, writer = await connect(server)
+    try:
+        writer.write(raw)
+        return await answer(reader)
+    finally:
+        writer.close()
+
+
+async def count(server: BareProcess, channel: str) -> int:
+    status, _, body = await request(server, get(f"/pub/{channel}", "Accept: application/json"))
+    assert status == 200
+    return int(orjson.loads(body)["subscribers"])
+
+
+async def wait_count(server: BareProcess, channel: str, n: int) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE
+    while (seen := await count(server, channel)) != n:
+        assert loop.time() < deadline, f"{seen} subscribers of {channel}, not {n}"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_poll_waits_for_the_next_message_and_carries_its_number(bare) -> None:
+    assert await count(bare, "next") == 0
+    status, _, _ = await request(bare, post("/pub/next", b'{"n":0}'))
+    assert status == 202  # nobody held: accepted, as nchan answers
+    reader, writer = await connect(bare)
+    writer.write(get("/sub/next"))  # no validators: the next message, not the one before
+    await wait_count(bare, "next", 1)
+    status, _, _ = await request(bare, post("/pub/next", b'{"n":1}'))
+    assert status == 201
+    status, headers, body = await answer(reader)
+    assert (status, headers["etag"], body) == (200, "2", b'{"n":1}')
+    assert "last-modified" in headers
+    # The same connection polls again with what it was given, and is held again.
+    writer.write(get("/sub/next", "If-None-Match: 2"))
+    await wait_count(bare, "next", 1)
+    writer.close()
+    await wait_count(bare, "next", 0)  # a client that leaves is no longer counted
+
+
+async def test_a_poll_behind_is_answered_at_once_from_the_oldest_kept(bare) -> None:
+    for n in range(3):
+        await request(bare, post("/pub/behind", b'{"n":%d}' % n))
+    status, headers, body = await request(bare, get("/sub/behind", "If-None-Match: 1"))
+    assert (status, headers["etag"], body) == (200, "2", b'{"n":1}')
+    status, headers, body = await request(bare, get("/sub/behind", "if-none-match: 0"))
+    assert (status, headers["etag"], body) == (200, "1", b'{"n":0}')
+
+
+async def test_requests_on_one_connection_are_answered_in_order(bare) -> None:
+    # A count sent behind a held poll waits for the poll's answer.
+    reader, writer = await connect(bare)
+    writer.write(get("/sub/order") + get("/pub/order", "Accept: application/json"))
+    await wait_count(bare, "order", 1)
+    await request(bare, post("/pub/order", b'"first"'))
+    assert (await answer(reader))[2] == b'"first"'
+    assert orjson.loads((await answer(reader))[2]) == {"subscribers": 0}
+    writer.close()
+
+
+async def test_an_event_stream_gets_every_message_as_a_data_line(bare) -> None:
+    reader, writer = await connect(bare)
+    writer.write(get("/sub/events", "Accept: text/event-stream"))
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), DEADLINE)
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"text/event-stream" in head
+    await wait_count(bare, "events", 1)
+    for n in range(2):
+        assert (await request(bare, post("/pub/events", b'{"n":%d}' % n)))[0] == 201
+    events = await asyncio.wait_for(reader.readexactly(2 * len(b'data: {"n":0}\n\n')), DEADLINE)
+    assert events == b'data: {"n":0}\n\ndata: {"n":1}\n\n'
+    writer.close()
+
+
+async def test_what_it_does_not_serve_gets_a_clear_refusal(bare) -> None:
+    assert (await request(bare, get("/elsewhere")))[0] == 404
+    assert (await request(bare, get("/pub/")))[0] == 404  # no channel named
+    reader, writer = await connect(bare)
+    writer.write(b"NONSENSE\r\n\r\n")
+    status, headers, _ = await answer(reader)
+    assert (status, headers["connection"]) == (400, "close")
+    assert await asyncio.wait_for(reader.read(), DEADLINE) == b""  # and the connection ends
+    writer.close()
+
+
+def test_experiment_9_starts_the_bare_server_and_measures_it(tmp_path: Path) -> None:
+    tables = quick_tables(tmp_path, "--target", "bare")
+    assert tables[0]["title"].startswith("held subscribers under load: bare (publish http://")
+    check_figures(tables)
+
+
+def test_the_bare_server_takes_no_server_arguments() -> None:
+    proc = run_bench("--only", "9", "--target", "bare", "--server-arg=--heartbeat=1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--server-arg is for pushserver; the bare server takes none" in proc.stderr
