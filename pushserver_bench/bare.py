@@ -107,6 +107,11 @@ class Channel:
 CHANNELS: dict[bytes, Channel] = {}
 
 
+def named(path: bytes, location: bytes) -> bytes:
+    """The channel `path` names under `location` (b"" when it names none there)."""
+    return path[len(location) :] if path.startswith(location) else b""
+
+
 def channel(name: bytes) -> Channel:
     ch = CHANNELS.get(name)
     if ch is None:
@@ -175,29 +180,31 @@ class Connection(asyncio.Protocol):
         return True
 
     def _request(self, method: bytes, path: bytes, head: bytes, body: bytes) -> None:
-        if path.startswith(self.pub) and len(path) > len(self.pub):
-            ch = channel(path[len(self.pub) :])
-            if method == b"post":
-                self.transport.write(CREATED if ch.publish(body) else ACCEPTED)
-                return
+        published, subscribed = named(path, self.pub), named(path, self.sub)
+        if published and method == b"post":
+            self.transport.write(CREATED if channel(published).publish(body) else ACCEPTED)
+        elif published and method == b"get":
+            ch = channel(published)
             count = orjson.dumps({"subscribers": len(ch.polls) + len(ch.streams)})
             self.transport.write(COUNT_HEAD % len(count) + count)
-        elif path.startswith(self.sub) and len(path) > len(self.sub) and method == b"get":
-            ch = channel(path[len(self.sub) :])
-            if b"text/event-stream" in (header(head, b"accept:") or b""):
-                self.transport.write(STREAM_HEAD)
-                self.streaming = ch
-                ch.streams[self] = None
-                return
-            seen = header(head, b"if-none-match:")
-            whole = ch.after(int(seen) if seen and seen.isdigit() else ch.last)
-            if whole is None:
-                self.waiting = ch
-                ch.polls[self] = None
-            else:
-                self.transport.write(whole)
+        elif subscribed and method == b"get":
+            self._subscribe(channel(subscribed), head)
         else:
             self.transport.write(NOT_FOUND)
+
+    def _subscribe(self, ch: Channel, head: bytes) -> None:
+        if b"text/event-stream" in (header(head, b"accept:") or b""):
+            self.transport.write(STREAM_HEAD)
+            self.streaming = ch
+            ch.streams[self] = None
+            return
+        seen = header(head, b"if-none-match:")
+        whole = ch.after(int(seen) if seen and seen.isdigit() else ch.last)
+        if whole is None:
+            self.waiting = ch
+            ch.polls[self] = None
+        else:
+            self.transport.write(whole)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.waiting is not None:

@@ -129,6 +129,9 @@ async def test_an_event_stream_gets_every_message_as_a_data_line(bare) -> None:
 async def test_what_it_does_not_serve_gets_a_clear_refusal(bare) -> None:
     assert (await request(bare, get("/elsewhere")))[0] == 404
     assert (await request(bare, get("/pub/")))[0] == 404  # no channel named
+    assert (await request(bare, post("/sub/refused", b"{}")))[0] == 404  # not a publisher
+    delete = b"DELETE /pub/refused HTTP/1.1\r\nHost: bench\r\n\r\n"
+    assert (await request(bare, delete))[0] == 404
     reader, writer = await connect(bare)
     writer.write(b"NONSENSE\r\n\r\n")
     status, headers, _ = await answer(reader)
