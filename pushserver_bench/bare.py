@@ -136,13 +136,18 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self.streaming is not None:
+            return  # a stream's client has nothing more to ask
         self.buf += data
-        if self.waiting is None and self.streaming is None:
+        if self.waiting is None:
             self._serve()
+        elif len(self.buf) > LARGEST_HEAD:
+            self.transport.pause_reading()  # what follows a held poll waits for its answer
 
     def answered(self) -> None:
         self.waiting = None
         if self.buf:
+            self.transport.resume_reading()
             self._serve()
 
     def _serve(self) -> None:
@@ -167,10 +172,9 @@ class Connection(asyncio.Protocol):
             raise BadRequest
         method, path = line[0], line[1]
         length = header(head, b"content-length:")
-        try:
-            size = int(length) if length else 0
-        except ValueError:
-            raise BadRequest from None
+        if length is not None and not length.isdigit():
+            raise BadRequest
+        size = int(length) if length else 0
         if len(buf) < end + 4 + size:
             return False
         body = buf[end + 4 : end + 4 + size]
