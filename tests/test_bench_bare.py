@@ -11,11 +11,11 @@ import orjson
 import pytest
 
 from pushserver_bench.bare import BareProcess
+from pushserver_measure.http11 import parse_head, request_bytes
 
+from .inprocess import DEADLINE, read_response
 from .test_bench import run_bench
 from .test_bench_nchan import check_figures, quick_tables
-
-DEADLINE = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -28,27 +28,18 @@ async def connect(server: BareProcess) -> tuple[asyncio.StreamReader, asyncio.St
     return await asyncio.open_connection("127.0.0.1", server.port)
 
 
-def get(path: str, *headers: str) -> bytes:
-    extra = "".join(f"{h}\r\n" for h in headers)
-    return f"GET {path} HTTP/1.1\r\nHost: bench\r\n{extra}\r\n".encode()
+def get(path: str, headers: dict[str, str] | None = None) -> bytes:
+    return request_bytes("GET", "bench", path, headers=headers)
 
 
 def post(path: str, body: bytes) -> bytes:
-    head = f"POST {path} HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n\r\n"
-    return head.encode() + body
+    return request_bytes("POST", "bench", path, body)
 
 
 async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
-    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), DEADLINE)
-    lines = head.decode().split("\r\n")
-    headers = {}
-    for line in lines[1:]:
-        if line:
-            name, _, value = line.partition(":")
-            headers[name.lower()] = value.strip()
-    size = int(headers.get("content-length", "0"))
-    body = await asyncio.wait_for(reader.readexactly(size), DEADLINE)
-    return int(lines[0].split()[1]), headers, body
+    raw, body = await read_response(reader)
+    head = parse_head(raw)
+    return head.status, head.headers, body
 
 
 async def request(server: BareProcess, raw: bytes) -> tuple[int, dict[str, str], bytes]:
@@ -61,7 +52,7 @@ async def request(server: BareProcess, raw: bytes) -> tuple[int, dict[str, str],
 
 
 async def count(server: BareProcess, channel: str) -> int:
-    status, _, body = await request(server, get(f"/pub/{channel}", "Accept: application/json"))
+    status, _, body = await request(server, get(f"/pub/{channel}", {"Accept": "application/json"}))
     assert status == 200
     return int(orjson.loads(body)["subscribers"])
 
@@ -87,7 +78,7 @@ async def test_a_poll_waits_for_the_next_message_and_carries_its_number(bare) ->
     assert (status, headers["etag"], body) == (200, "2", b'{"n":1}')
     assert "last-modified" in headers
     # The same connection polls again with what it was given, and is held again.
-    writer.write(get("/sub/next", "If-None-Match: 2"))
+    writer.write(get("/sub/next", {"If-None-Match": "2"}))
     await wait_count(bare, "next", 1)
     writer.close()
     await wait_count(bare, "next", 0)  # a client that leaves is no longer counted
@@ -96,9 +87,9 @@ async def test_a_poll_waits_for_the_next_message_and_carries_its_number(bare) ->
 async def test_a_poll_behind_is_answered_at_once_from_the_oldest_kept(bare) -> None:
     for n in range(3):
         await request(bare, post("/pub/behind", b'{"n":%d}' % n))
-    status, headers, body = await request(bare, get("/sub/behind", "If-None-Match: 1"))
+    status, headers, body = await request(bare, get("/sub/behind", {"If-None-Match": "1"}))
     assert (status, headers["etag"], body) == (200, "2", b'{"n":1}')
-    status, headers, body = await request(bare, get("/sub/behind", "if-none-match: 0"))
+    status, headers, body = await request(bare, get("/sub/behind", {"if-none-match": "0"}))
     assert (status, headers["etag"], body) == (200, "1", b'{"n":0}')
 
 
@@ -109,7 +100,7 @@ async def test_requests_on_one_connection_are_answered_in_order(bare) -> None:
     counts = 5000
     writer.write(get("/sub/order"))
     await wait_count(bare, "order", 1)
-    writer.write(get("/pub/order", "Accept: application/json") * counts)
+    writer.write(get("/pub/order", {"Accept": "application/json"}) * counts)
     await writer.drain()
     await request(bare, post("/pub/order", b'"first"'))
     assert (await answer(reader))[2] == b'"first"'
@@ -120,7 +111,7 @@ async def test_requests_on_one_connection_are_answered_in_order(bare) -> None:
 
 async def test_an_event_stream_gets_every_message_as_a_data_line(bare) -> None:
     reader, writer = await connect(bare)
-    writer.write(get("/sub/events", "Accept: text/event-stream"))
+    writer.write(get("/sub/events", {"Accept": "text/event-stream"}))
     head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), DEADLINE)
     assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"text/event-stream" in head
     await wait_count(bare, "events", 1)
