@@ -12,7 +12,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pytest
 import redis
@@ -27,7 +27,9 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self) -> None:
+    def __init__(self, args: Sequence[str] = ()) -> None:
+        self.args = tuple(args)
+        """More options for redis-server (a password, a Unix socket, TLS)."""
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.dir = tempfile.TemporaryDirectory(prefix="pushserver-redis-")
@@ -49,6 +51,7 @@ class RedisServer:
                     REDIS_SERVER or "redis-server",
                     *("--port", str(self.port), "--bind", "127.0.0.1"),
                     *("--save", "", "--appendonly", "no", "--dir", self.dir.name),
+                    *self.args,
                 ],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -65,7 +68,7 @@ class RedisServer:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=1) as s:
                 s.sendall(b"PING\r\n")
-                return s.recv(64).startswith(b"+PONG")
+                return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))  # up, with a password
         except OSError:
             return False
 

@@ -1,10 +1,10 @@
 """Publishes that arrive while one is under way go to Redis together, in one script call.
 
-A script call costs the node a round trip and the redis client's command machinery (about
-110 µs of CPU on the machine in docs/performance.md), and Redis a script run, whatever it
-carries. Under load, concurrent publish requests therefore share calls: one call is in flight at
-a time and every publish that arrives meanwhile waits for the next, which carries all of them. A
-lone publisher waits for nobody. Messages that leave in one call also arrive on every node in
+A script call costs the node a round trip (a write, a wake-up, a read: about 45 µs of CPU on the
+machine in docs/performance.md, over `pipe`), and Redis a script run, whatever it carries.
+Under load, concurrent publish requests therefore share calls: one call is in flight at a time
+and every publish that arrives meanwhile waits for the next, which carries all of them. A lone
+publisher waits for nobody. Messages that leave in one call also arrive on every node in
 one notification per channel, so they are flushed to subscribers together.
 """
 

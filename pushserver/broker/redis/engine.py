@@ -33,6 +33,7 @@ from ..ordering import Sequencer
 from ..sinks import Reporting
 from .coalesce import Coalescer
 from .link import BATCH, CLOSE_TIMEOUT, DOWN_ERRORS, Link
+from .pipe import Pipe, Script
 from .scripts import (
     GENERATION_KEY,
     PUBLISH_LUA,
@@ -53,7 +54,9 @@ META_TTL_MIN = 86400.0
 """A channel's epoch and id counter outlive its history, so an old cursor gets an exact gap."""
 RETRY_AFTER = 2
 POOL_SIZE = 32
-"""Redis connections per process; more concurrent publishes wait for one (scripts are short)."""
+"""Redis connections per process for reads; publishes have a connection of their own (`pipe`)."""
+REPLY_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 2.0
 
 
 class Listen:
@@ -99,12 +102,13 @@ class RedisBroker(Reporting):
             timeout=5,
             protocol=2,
             retry=Retry(NoBackoff(), 0),
-            socket_connect_timeout=2,
-            socket_timeout=5,
+            socket_connect_timeout=CONNECT_TIMEOUT,
+            socket_timeout=REPLY_TIMEOUT,
         )
         self.client = Redis(connection_pool=pool)
         self.topic_prefix = topic_prefix(pool.connection_kwargs.get("db", 0))
-        self._publish = self.client.register_script(PUBLISH_LUA)
+        self._pipe = Pipe(pool.make_connection(), REPLY_TIMEOUT, CONNECT_TIMEOUT)
+        self._publish = Script(PUBLISH_LUA)
         self._publishing: Coalescer[Item, list[Any]] = Coalescer(self._run_publish)
         self._sync = self.client.register_script(SYNC_LUA)
         self.records: dict[str, Listen] = {}
@@ -128,6 +132,7 @@ class RedisBroker(Reporting):
 
     async def close(self) -> None:
         await self.link.close()
+        self._pipe.close()
         for task in list(self._background):
             task.cancel()
         with contextlib.suppress(RedisError, OSError, TimeoutError):
@@ -196,7 +201,7 @@ class RedisBroker(Reporting):
         for name, data, key in items:
             keys += (meta_key(name), history_key(name), idempotency_key(name, key or ""))
             args += (name, data, key or "")
-        assigned: list[Any] = await self._publish(keys=keys, args=args)
+        assigned: list[Any] = await self._pipe.script(self._publish, keys, args)
         return assigned
 
     # -- following channels ---------------------------------------------------------------------
