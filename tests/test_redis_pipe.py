@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import signal
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -208,3 +209,20 @@ async def test_redis_gone_fails_the_call_and_back_it_serves_again(
         redis_server.restart()
         # A new Redis, empty: the script is sent whole again.
         assert await calls.script(ECHO, ["k"], ["v"]) == [b"k", b"v", 1]
+
+
+async def test_closed_while_connecting_it_leaves_no_connection_behind(
+    redis_server: RedisServer,
+) -> None:
+    client = redis_server.client()
+    async with pipe(redis_server.url) as calls:
+        connecting = asyncio.create_task(calls.call("PING"))
+        await asyncio.sleep(0)  # one turn of the loop: the connection is being opened
+        calls.close()
+        with pytest.raises(RedisConnectionError):
+            await connecting
+        with pytest.raises(RedisConnectionError):
+            await calls.call("PING")
+    deadline = time.monotonic() + DEADLINE
+    while len(client.client_list()) > 1:  # Redis may take a turn to see the aborted one go
+        assert time.monotonic() < deadline, client.client_list()

@@ -101,6 +101,7 @@ class Pipe:
         self._loop = asyncio.get_running_loop()
         self._protocol: Replies | None = None
         self._connecting = asyncio.Lock()
+        self._closed = False
 
     async def script(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
         """EVALSHA, and EVAL when Redis does not have the script (it keeps it from then on)."""
@@ -119,6 +120,8 @@ class Pipe:
         return await self._ask(protocol, command)
 
     def close(self) -> None:
+        """Drop the connection for good: a call under way fails, later ones do not connect."""
+        self._closed = True
         if self._protocol is not None:
             self._protocol.abort()
             self._protocol = None
@@ -142,6 +145,8 @@ class Pipe:
 
     async def _connect(self) -> Replies:
         async with self._connecting:
+            if self._closed:
+                raise RedisConnectionError("the connection to Redis is closed")
             if self._protocol is not None and not self._protocol.lost:
                 return self._protocol
             try:
@@ -151,6 +156,8 @@ class Pipe:
             try:
                 for command in self._login():
                     await self._ask(protocol, command)
+                if self._closed:  # while this connection was being opened
+                    raise RedisConnectionError("the connection to Redis is closed")
             except BaseException:
                 protocol.abort()
                 raise
