@@ -22,7 +22,8 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from ..wire.framing import Framing, longpoll_body
 from .broker import Broker, ChannelInfo, Item
@@ -32,6 +33,7 @@ from .positions import Position
 from .subscription import Bound, LocalChannel, StreamSubscriber, Waiter, bounded
 
 log = logging.getLogger("pushserver.hub")
+T = TypeVar("T")
 
 TRANSPORTS = ("longpoll", "stream", "sse", "ws")
 
@@ -39,6 +41,9 @@ FLUSH_DELAY_SHARE = 0.3
 """The next flush waits at most this share of the last flush's duration."""
 SWEEP_SLICE = 1000
 """Channels the idle sweep looks at per loop turn, so a pass over many never holds up delivery."""
+HEARTBEAT_SLICE = 500
+"""Streams a heartbeat writes to per loop turn. Writing to 20,000 at once held the loop for about
+150 ms on the machine in docs/performance.md, and a message published meanwhile waited for it."""
 
 
 class HubStats:
@@ -231,13 +236,10 @@ class Hub:
     async def sweep(self, idle_after: float) -> int:
         """Drop channels with no subscribers and no history that have been idle a while (at
         once if never published to), `SWEEP_SLICE` at a time with a loop turn between slices."""
-        names = list(self.channels)
         dropped = 0
-        for start in range(0, len(names), SWEEP_SLICE):
-            if start:
-                await asyncio.sleep(0)
+        async for names in _slices(list(self.channels), SWEEP_SLICE):
             now, mono = time.time(), time.monotonic()
-            for name in names[start : start + SWEEP_SLICE]:
+            for name in names:
                 ch = self.channels.get(name)
                 if ch is not None and self._idle(ch, now, mono - idle_after):
                     del self.channels[name]
@@ -509,15 +511,20 @@ class Hub:
 
     # -- keepalive and shutdown --------------------------------------------------------------
 
-    def heartbeat(self) -> None:
-        """One heartbeat on every held stream; cheap enough to send to all at once."""
+    async def heartbeat(self) -> None:
+        """One heartbeat on every held stream, `HEARTBEAT_SLICE` at a time with a loop turn
+        between slices, so a message published meanwhile is not held up behind them all."""
         frames: dict[Framing, bytes] = {}
-        for sub in list(self.streams):
-            frame = frames.get(sub.framing)
-            if frame is None:
-                frame = frames[sub.framing] = sub.framing.chunk(sub.framing.comment(b""))
-            with contextlib.suppress(RuntimeError):
-                sub.transport.write(frame)
+        streams = self.streams
+        async for subs in _slices(list(streams), HEARTBEAT_SLICE):
+            for sub in subs:
+                if sub not in streams:
+                    continue  # gone during an earlier slice
+                frame = frames.get(sub.framing)
+                if frame is None:
+                    frame = frames[sub.framing] = sub.framing.chunk(sub.framing.comment(b""))
+                with contextlib.suppress(RuntimeError):
+                    sub.transport.write(frame)
 
     def drain(self) -> None:
         """Shutdown: answer every long-poll with its cursor, tell every stream to reconnect."""
@@ -539,6 +546,14 @@ class Hub:
         assert self._all_gone is not None
         if not self.streams and not self.waiters and not self._all_gone.done():
             self._all_gone.set_result(None)
+
+
+async def _slices(items: list[T], size: int) -> AsyncIterator[list[T]]:
+    """`items`, `size` at a time, with a loop turn between: what else is due runs in it."""
+    for start in range(0, len(items), size):
+        if start:
+            await asyncio.sleep(0)
+        yield items[start : start + size]
 
 
 def _ahead(ch: LocalChannel, position: Position | None) -> bool:

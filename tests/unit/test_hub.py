@@ -15,7 +15,7 @@ import pytest
 
 from pushserver.broker.memory import MemoryBroker
 from pushserver.core.broker import Item
-from pushserver.core.hub import Hub
+from pushserver.core.hub import HEARTBEAT_SLICE, Hub
 from pushserver.core.messages import Message
 from pushserver.core.positions import Position
 from pushserver.core.subscription import Bound, Start, StreamSubscriber, Waiter
@@ -336,3 +336,19 @@ async def test_publish_now_leaves_the_deliveries_to_the_flush_it_makes_due(hub):
     assert not hub.flushing and [m["id"] for m in sub.transport.lines()] == [1]
     [(again, _)] = hub.publish_now([Item("a", b'"one"', "k")])  # a repeated key: nothing new
     assert again.id == 1 and not hub.flushing
+
+
+async def test_a_heartbeat_writes_a_slice_per_loop_turn_once_to_every_stream_still_held(hub):
+    subs = [
+        await stream(hub, ["a"], SSE if i % 2 else NDJSON) for i in range(HEARTBEAT_SLICE * 2 + 7)
+    ]
+    beating = asyncio.create_task(hub.heartbeat())
+    await asyncio.sleep(0)  # one loop turn: the task wrote its first slice
+    assert sum(bool(s.transport.writes) for s in subs) == HEARTBEAT_SLICE
+    gone = subs.pop()
+    hub.detach(gone)
+    await beating
+    assert not gone.transport.writes
+    assert [s.transport.writes for s in subs] == [
+        [s.framing.chunk(s.framing.comment(b""))] for s in subs
+    ]
