@@ -345,7 +345,8 @@ async def test_a_heartbeat_writes_a_slice_per_loop_turn_once_to_every_stream_sti
     beating = asyncio.create_task(hub.heartbeat())
     await asyncio.sleep(0)  # one loop turn: the task wrote its first slice
     assert sum(bool(s.transport.writes) for s in subs) == HEARTBEAT_SLICE
-    gone = subs.pop()
+    gone = next(s for s in subs if not s.transport.writes)  # one the heartbeat has yet to reach
+    subs.remove(gone)
     hub.detach(gone)
     await beating
     assert not gone.transport.writes
