@@ -6,6 +6,7 @@ data, as after a crash of a cache-only deployment.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import socket
@@ -83,12 +84,33 @@ class RedisServer:
         self.start(self.port)
 
 
+@contextlib.contextmanager
+def running(*args: str) -> Iterator[RedisServer]:
+    """A Redis started with `args` (see `RedisServer.args`), killed and cleaned up after."""
+    if REDIS_SERVER is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+    server = RedisServer(args).start()
+    try:
+        yield server
+    finally:
+        server.stop(signal.SIGKILL)
+        server.dir.cleanup()
+
+
 @pytest.fixture(name="redis_server")
 def redis_server_fixture() -> Iterator[RedisServer]:
     """A fresh Redis per test; import this into a test module to use `redis_server`."""
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    server = RedisServer().start()
-    yield server
-    server.stop(signal.SIGKILL)
-    server.dir.cleanup()
+    with running() as server:
+        yield server
+
+
+def script_stats(client: redis.Redis) -> dict[str, tuple[int, int]]:
+    """Calls and failed calls (a NOSCRIPT refusal is one) of EVALSHA and EVAL, from Redis."""
+    stats = client.info("commandstats")
+    return {
+        cmd: (
+            stats.get(f"cmdstat_{cmd}", {}).get("calls", 0),
+            stats.get(f"cmdstat_{cmd}", {}).get("failed_calls", 0),
+        )
+        for cmd in ("evalsha", "eval")
+    }

@@ -28,25 +28,14 @@ from pushserver.broker.redis.scripts import meta_key
 
 from .inprocess import DEADLINE, in_process
 from .redis_fixture import (
-    REDIS_SERVER,
     RedisServer,
     free_port,
     redis_server_fixture,  # noqa: F401
+    running,
+    script_stats,
 )
 
 ECHO = Script("return {KEYS[1], ARGV[1], redis.call('INCR', KEYS[1])}")
-
-
-@contextlib.contextmanager
-def started(*args: str) -> Iterator[RedisServer]:
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    server = RedisServer(args).start()
-    try:
-        yield server
-    finally:
-        server.stop(signal.SIGKILL)
-        server.dir.cleanup()
 
 
 @contextlib.asynccontextmanager
@@ -57,17 +46,6 @@ async def pipe(url: str, timeout: float = DEADLINE) -> AsyncIterator[Pipe]:
         yield opened
     finally:
         opened.close()
-
-
-def script_runs(client: redis.Redis) -> dict[str, tuple[int, int]]:
-    stats = client.info("commandstats")
-    return {
-        cmd: (
-            stats.get(f"cmdstat_{cmd}", {}).get("calls", 0),
-            stats.get(f"cmdstat_{cmd}", {}).get("failed_calls", 0),
-        )
-        for cmd in ("evalsha", "eval")
-    }
 
 
 async def test_a_script_goes_by_digest_and_whole_when_redis_lost_it(
@@ -81,7 +59,7 @@ async def test_a_script_goes_by_digest_and_whole_when_redis_lost_it(
         assert await calls.script(ECHO, ["k"], ["lost"]) == [b"k", b"lost", 3]
         assert await calls.script(ECHO, ["k"], ["kept"]) == [b"k", b"kept", 4]
     # Sent whole once at first and once after the flush; every other call by its digest.
-    assert script_runs(client) == {"evalsha": (4, 2), "eval": (2, 0)}
+    assert script_stats(client) == {"evalsha": (4, 2), "eval": (2, 0)}
 
 
 async def test_an_error_reply_is_raised_and_the_connection_kept(
@@ -99,7 +77,7 @@ async def test_an_error_reply_is_raised_and_the_connection_kept(
 
 
 async def test_a_password_and_a_database_from_the_url() -> None:
-    with started("--requirepass", "s3cret") as server:
+    with running("--requirepass", "s3cret") as server:
         admin = redis.Redis(host="127.0.0.1", port=server.port, password="s3cret", db=3)
         url = f"redis://:s3cret@127.0.0.1:{server.port}/3"
         async with in_process(redis=url) as (state, _, _port):
@@ -112,7 +90,7 @@ async def test_a_password_and_a_database_from_the_url() -> None:
 
 
 async def test_a_named_user() -> None:
-    with started("--requirepass", "s3cret") as server:
+    with running("--requirepass", "s3cret") as server:
         admin = redis.Redis(host="127.0.0.1", port=server.port, password="s3cret")
         admin.acl_setuser("alice", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all"])
         async with pipe(f"redis://alice:pw@127.0.0.1:{server.port}/0") as calls:
@@ -124,7 +102,7 @@ async def test_a_named_user() -> None:
 
 async def test_a_unix_socket(tmp_path: Path) -> None:
     path = tmp_path / "redis.sock"
-    with started("--unixsocket", str(path)) as server:
+    with running("--unixsocket", str(path)) as server:
         async with pipe(f"unix://{path}?db=2") as calls:
             assert await calls.script(ECHO, ["k"], ["v"]) == [b"k", b"v", 1]
         assert redis.Redis(port=server.port, db=2).get("k") == b"1"
@@ -152,7 +130,7 @@ async def test_tls_with_the_certificate_checked(tmp_path: Path) -> None:
         *("--tls-port", str(port), "--tls-cert-file", str(cert), "--tls-key-file", str(key)),
         *("--tls-ca-cert-file", str(cert), "--tls-auth-clients", "no"),
     )
-    with started(*tls) as server:
+    with running(*tls) as server:
         async with pipe(f"rediss://127.0.0.1:{port}/0?ssl_ca_certs={cert}") as calls:
             assert await calls.script(ECHO, ["k"], ["v"]) == [b"k", b"v", 1]
         assert redis.Redis(port=server.port).get("k") == b"1"

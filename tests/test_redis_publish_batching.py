@@ -18,17 +18,12 @@ from pushserver.core.broker import Item
 from pushserver.core.messages import Message
 
 from .inprocess import DEADLINE, in_process
-from .redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
+from .redis_fixture import RedisServer, redis_server_fixture, script_stats  # noqa: F401
 
 
 def script_calls(client: redis.Redis) -> int:
     """Script runs Redis completed (a NOSCRIPT refusal does not count)."""
-    stats = client.info("commandstats")
-    return sum(
-        stats.get(f"cmdstat_{cmd}", {}).get("calls", 0)
-        - stats.get(f"cmdstat_{cmd}", {}).get("failed_calls", 0)
-        for cmd in ("evalsha", "eval")
-    )
+    return sum(calls - failed for calls, failed in script_stats(client).values())
 
 
 async def test_concurrent_publishes_share_script_calls(redis_server: RedisServer) -> None:
