@@ -1,12 +1,12 @@
 """`Wheel`: many deadlines on one loop timer, met up to a bucket late and never before their
-bucket, however they move."""
+bucket, however they move; a crowd due at once told a slice per loop turn."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, cast
 
-from pushserver.web.front.wheel import RESOLUTION, Bucket, Wheel
+from pushserver.web.front.wheel import RESOLUTION, SLICE, Bucket, Wheel
 
 
 class Clock:
@@ -23,6 +23,16 @@ class Clock:
         timer = Timer(when, callback)
         self.timers.append(timer)
         return timer
+
+    def call_soon(self, callback: Any) -> Timer:
+        return self.call_at(self.now, callback)
+
+    def turn(self) -> None:
+        """Run the earliest timer due by now: one loop turn's worth of this wheel."""
+        timer = min((t for t in self.timers if not t.cancelled), key=lambda t: t.when)
+        assert timer.when <= self.now
+        self.timers.remove(timer)
+        timer.callback()
 
     def advance(self, seconds: float) -> None:
         end = self.now + seconds
@@ -153,3 +163,57 @@ def test_a_timer_fired_a_millisecond_early_still_meets_its_bucket():
     clock.timers.remove(timer)
     timer.callback()
     assert [name for name, _ in told] == ["a"]
+
+
+def test_a_crowd_due_at_once_is_told_a_slice_per_loop_turn():
+    clock, wheel, told = setup()
+    crowd = [Item(clock, str(i), told) for i in range(2 * SLICE + 1)]
+    for item in crowd:
+        wheel.wake(item, clock.now + 1)
+    clock.now += 1 + RESOLUTION
+    clock.turn()
+    assert len(told) == SLICE
+    clock.turn()
+    assert len(told) == 2 * SLICE
+    clock.turn()
+    assert sorted(name for name, _ in told) == sorted(item.name for item in crowd)
+    assert not [t for t in clock.timers if not t.cancelled]  # nothing more to do
+
+
+def test_an_item_waiting_for_its_slice_may_be_cancelled_or_moved_later():
+    clock, wheel, told = setup()
+    crowd = [Item(clock, str(i), told) for i in range(SLICE + 2)]
+    for item in crowd:
+        wheel.wake(item, clock.now + 1)
+    clock.now += 1 + RESOLUTION
+    clock.turn()
+    waiting = [item for item in crowd if item.bucket is not None]
+    assert len(waiting) == 2
+    wheel.cancel(waiting[0])
+    wheel.wake(waiting[1], clock.now + 5)
+    clock.advance(1)
+    assert len(told) == SLICE  # the cancelled one never, the moved one not yet
+    clock.advance(5)
+    assert len(told) == SLICE + 1 and told[-1][0] == waiting[1].name
+    assert told[-1][1] >= 1006 + RESOLUTION
+
+
+def test_a_bucket_due_while_a_crowd_is_told_waits_its_turn():
+    clock, wheel, told = setup()
+    crowd = [Item(clock, str(i), told) for i in range(2 * SLICE)]
+    for item in crowd:
+        wheel.wake(item, clock.now + 1)
+    late = Item(clock, "late", told)
+    wheel.wake(late, clock.now + 1 + RESOLUTION)
+    clock.now += 1
+    clock.turn()
+    assert len(told) == SLICE
+    tick = max((t for t in clock.timers if not t.cancelled), key=lambda t: t.when)
+    clock.now = tick.when
+    clock.timers.remove(tick)
+    tick.callback()  # the next bucket comes due before the rest of the crowd is told
+    assert len(told) == SLICE  # queued behind it, not told at once
+    clock.turn()
+    assert len(told) == 2 * SLICE
+    clock.turn()
+    assert told[-1][0] == "late"

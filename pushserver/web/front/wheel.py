@@ -9,6 +9,10 @@ to `RESOLUTION` late (and up to `EARLY` early: the loop's clock counts milliseco
 
 A deadline moved later leaves its item in the earlier bucket (the usual case: every re-poll
 moves it later); when that bucket is due, the item goes on to the bucket of its deadline.
+
+Clients that connected together time out together: after a restart, a whole crowd of held
+polls can share one bucket. Due items are told `SLICE` per loop turn, so a message published
+meanwhile is delivered between slices instead of after all of them.
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ from __future__ import annotations
 import asyncio
 import heapq
 import math
+from collections import deque
 from typing import Protocol
 
 RESOLUTION = 0.05
 """Seconds per bucket: how late a deadline may be met."""
 EARLY = 0.001
 """A bucket this close to due when the loop timer fires is due (uvloop's timers count ms)."""
+SLICE = 100
+"""Due items told per loop turn: an expired poll and the re-poll it brings cost the loop about
+75 µs, so a slice holds it for about 8 ms (docs/performance.md, experiment 10)."""
 
 
 class Timed(Protocol):
@@ -47,7 +55,7 @@ class Bucket(set[Timed]):
 class Wheel:
     """Buckets of items by the tick they are due at, and one loop timer for the earliest."""
 
-    __slots__ = ("buckets", "loop", "ticks", "timer", "timer_tick")
+    __slots__ = ("buckets", "due", "loop", "telling", "ticks", "timer", "timer_tick")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -56,6 +64,10 @@ class Wheel:
         """The ticks of `buckets`, a heap (a bucket emptied by `cancel` stays until due)."""
         self.timer: asyncio.TimerHandle | None = None
         self.timer_tick = 0
+        self.due: deque[Bucket] = deque()
+        """Buckets come due whose items are still to be told, a slice per loop turn."""
+        self.telling = False
+        """A slice of `due` is to be told at the next loop turn."""
 
     def wake(self, item: Timed, deadline: float) -> None:
         """Call `item.due()` at loop time `deadline` (up to `RESOLUTION` later)."""
@@ -92,18 +104,30 @@ class Wheel:
         self.timer = None
         now = self.loop.time()
         ticks, buckets = self.ticks, self.buckets
-        due: list[Bucket] = []
         while ticks and ticks[0] * RESOLUTION <= now + EARLY:
             bucket = buckets.pop(heapq.heappop(ticks), None)
             if bucket:
-                due.append(bucket)
+                self.due.append(bucket)
         if ticks:
             self._schedule(ticks[0])
-        for bucket in due:
-            while bucket:  # popped one by one: an item told may cancel another
+        if not self.telling:
+            self._tell()
+
+    def _tell(self) -> None:
+        """Tell up to `SLICE` due items; the rest at the next loop turn."""
+        due, left = self.due, SLICE
+        while due and left:
+            bucket = due[0]
+            while bucket and left:  # popped one by one: an item told may cancel another
                 item = bucket.pop()
+                left -= 1
                 item.bucket = None
                 if math.ceil(item.deadline / RESOLUTION) > bucket.tick:
                     self.wake(item, item.deadline)  # moved later meanwhile
                 else:
                     item.due()
+            if not bucket:
+                due.popleft()
+        self.telling = bool(due)
+        if due:
+            self.loop.call_soon(self._tell)
