@@ -21,6 +21,7 @@ from . import (
     pubsub,
     scaleout,
     throughput,
+    timeouts,
     versus,
 )
 from .context import Bench
@@ -37,9 +38,10 @@ EXPERIMENTS: dict[int, Callable[[Bench], Awaitable[list[Table]]]] = {
     7: budgets.run,
     8: scaleout.run,
     9: versus.run,
+    10: timeouts.run,
 }
 BY_DEFAULT = [1, 2, 3, 4, 5, 6, 7, 8]
-"""Experiment 9 compares servers at its largest sizes: it runs when named."""
+"""Experiments 9 and 10 hold up to 19,900 subscribers: they run when named."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -50,7 +52,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "100, 5 publish throughput by connectionsxworkers, 6 uvloop vs asyncio, 7 fast path "
         "budgets, 8 Redis scale-out (two nodes, --workers 2); and, only when named, 9 any "
         "server at --url (pushserver or nginx+nchan, --target), or the bench's bare server (the "
-        "floor), under 19,900 subscribers.",
+        "floor), under 19,900 subscribers, 10 a crowd of 19,800 long-polls timing out together "
+        "and a 1→1 long-poll meanwhile.",
     )
     parser.add_argument(
         "--url",
@@ -119,7 +122,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--subscribers",
         default="",
         metavar="N[,M]",
-        help="experiment 9: subscriber counts (default 1000,5000,10000,19900)",
+        help="experiments 9 and 10: subscriber counts (default 1000,5000,10000,19900 and "
+        "10000,19800)",
     )
     parser.add_argument(
         "--transports",

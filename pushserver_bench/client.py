@@ -79,6 +79,7 @@ class Tally:
     __slots__ = (
         "_target",
         "_waiter",
+        "empty",
         "errors",
         "first",
         "last",
@@ -96,6 +97,9 @@ class Tally:
         self.latencies: list[float] = []
         self.late = 0
         """Messages that waited on a long-poll client's late re-poll (`stamp`'s `held`)."""
+        self.empty = 0
+        """Long-poll answers without a message once one had arrived: polls timed out after a
+        message had set them all polling together."""
         self.errors: list[str] = []
         self._target = 0
         self._waiter: asyncio.Future[None] | None = None
@@ -476,11 +480,14 @@ class LongPoller:
             self.stopped = True
         else:
             self.send()  # the re-poll goes out first
-        if datas:
-            if self.tally.parse:
-                for data in datas:
-                    self.tally.stamp(data, now, held)
-            self.tally.add(len(datas), now)
+        if not datas:
+            if self.count:
+                self.tally.empty += 1
+            return
+        if self.tally.parse:
+            for data in datas:
+                self.tally.stamp(data, now, held)
+        self.tally.add(len(datas), now)
 
     def lost(self) -> None:
         if not self.stopped:

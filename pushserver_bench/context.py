@@ -34,7 +34,7 @@ class Bench:
     pids: list[int] = dataclasses.field(default_factory=list)
     """The measured server's processes; empty: found from the listening port."""
     subscribers: list[int] = dataclasses.field(default_factory=list)
-    """Experiment 9's subscriber counts; empty: its defaults."""
+    """Experiment 9's and 10's subscriber counts; empty: their defaults."""
     transports: list[str] = dataclasses.field(default_factory=list)
     """Experiment 9's transports under load; empty: long-poll and SSE."""
     client_cpus: frozenset[int] = frozenset()

@@ -44,7 +44,8 @@ class SubPlan:
     """What one client process subscribes to, and what it must receive (per subscriber).
 
     With `target`, subscribers speak that server's protocol (`url` is then unused); with
-    `source`, they connect from that local address (each 127.0.0.x has its own ports)."""
+    `source`, they connect from that local address (each 127.0.0.x has its own ports).
+    `expect` 0: receive until told to report."""
 
     url: str
     transport: str
@@ -122,6 +123,7 @@ async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
             "last": tally.last,
             "latencies": tally.latencies,
             "late": tally.late,
+            "empty": tally.empty,
             "errors": tally.errors,
             "cpu": time.process_time() - cpu,
             "cpus": sorted(os.sched_getaffinity(0)),
@@ -243,7 +245,7 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
         "cpu": sum(r["cpu"] for r in reports),
         "errors": [e for r in reports for e in r["errors"]],
     }
-    for key in ("received", "expected", "late"):
+    for key in ("received", "expected", "late", "empty"):
         if key in reports[0]:
             out[key] = sum(r[key] for r in reports)
     for key in ("latencies", "times"):

@@ -74,11 +74,13 @@ class NchanEventSource(HeldSubscriber):
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """`pub` and `sub`: the URL a channel name is appended to (pushserver: the server's root)."""
+    """`pub` and `sub`: the URL a channel name is appended to (pushserver: the server's root);
+    `poll_timeout`: how long pushserver holds a long-poll (`?timeout`; nchan's is configured)."""
 
     kind: str
     pub: str
     sub: str
+    poll_timeout: float = 60
 
     @classmethod
     def of(cls, kind: str, url: str, pub: str = "", sub: str = "") -> Target:
@@ -113,7 +115,9 @@ class Target:
     ) -> Subscription:
         """One `transport` subscriber of `channel`, from the local address `source` if given."""
         if self.kind == "pushserver":
-            return await subscribe(self.sub, transport, channel, tally, expect, source=source)
+            return await subscribe(
+                self.sub, transport, channel, tally, expect, self.poll_timeout, source
+            )
         path = self._path(self.sub, channel)
         if transport == "longpoll":
             make = lambda conn: NchanLongPoller(conn, path, tally, expect)  # noqa: E731

@@ -120,3 +120,12 @@ def test_a_read_without_a_receive_timestamp_is_timed_when_read_and_is_an_error()
     conn.data_received(poll_answer("news:1:2", {"t": before}))
     assert tally.errors == ["no receive timestamp on a read: latency timed when read"]
     assert tally.received == 2 and all(lat >= 0 for lat in tally.latencies)
+
+
+def test_an_empty_answer_counts_as_a_timeout_only_once_a_message_arrived() -> None:
+    _, conn, transport, tally = started(expect=0)
+    conn.data_received(poll_answer("news:1:0"))  # a poll sent before the crowd was together
+    assert tally.empty == 0 and len(transport.sent) == 2
+    conn.data_received(poll_answer("news:1:1", {"t": 1.0}) + poll_answer("news:1:1"))
+    assert tally.empty == 1 and tally.received == 1
+    assert transport.sent[-1] == get_request("/lp/news?timeout=30&cursor=news:1:1")
