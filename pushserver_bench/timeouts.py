@@ -4,8 +4,8 @@ Devices that reconnected together (after a restart, a network outage) poll toget
 message answers them all, they all poll again, and when nothing more is published their polls
 time out in the same moment, every `?timeout` seconds. N long-polls of one channel are held with
 `?timeout=T`, one message sets them polling together, and for the next two timeouts a 1→1
-long-poll on another channel (each message published once the last arrived) measures what a
-message waits while the crowd is answered. A row whose crowd did not time out twice per
+long-poll on another channel (each message published `PACE` after the last arrived) measures
+what a message waits while the crowd is answered. A row whose crowd did not time out twice per
 subscriber did not measure that, and is invalid.
 """
 
