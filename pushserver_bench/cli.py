@@ -53,7 +53,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "budgets, 8 Redis scale-out (two nodes, --workers 2); and, only when named, 9 any "
         "server at --url (pushserver or nginx+nchan, --target), or the bench's bare server (the "
         "floor), under 19,900 subscribers, 10 a crowd of 19,800 long-polls timing out together "
-        "and a 1→1 long-poll meanwhile.",
+        "and a 1→1 long-poll meanwhile (pushserver or nginx+nchan).",
     )
     parser.add_argument(
         "--url",
@@ -95,8 +95,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--target",
         choices=KINDS,
         default="pushserver",
-        help="experiment 9: what serves --url (nchan needs --url or --sub-url; without --url, "
-        "bare starts the bench's bare server, the least a uvloop server can do)",
+        help="experiments 9 and 10: what serves --url (nchan needs --url or --sub-url; without "
+        "--url, bare starts the bench's bare server, the least a uvloop server can do: "
+        "experiment 9 only)",
     )
     parser.add_argument(
         "--pub-url",
@@ -169,8 +170,10 @@ def refusal(args: argparse.Namespace, numbers: list[int], transports: list[str])
         return f"--only takes numbers from 1 to {len(EXPERIMENTS)}"
     if any(t not in TRANSPORTS for t in transports):
         return f"--transports takes {','.join(TRANSPORTS)}"
-    if args.target != "pushserver" and numbers != [9]:
-        return f"--target {args.target} goes with --only 9"
+    if args.target == "nchan" and not set(numbers) <= {9, 10}:
+        return "--target nchan goes with --only 9 or 10"
+    if args.target == "bare" and numbers != [9]:
+        return "--target bare goes with --only 9"
     if args.target == "nchan" and not (args.url or args.sub_url):
         return f"--target {args.target} needs --url or --sub-url"
     if args.target == "bare" and args.server_arg:

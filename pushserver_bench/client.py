@@ -414,6 +414,8 @@ class LongPoller:
 
     KEEP: tuple[bytes, ...] = ()
     """The answers' headers `request` or `messages` read (`HttpConnection.headers`)."""
+    ANSWERS: tuple[int, ...] = (200,)
+    """The statuses of a poll's answer (a timeout included); any other is an error."""
 
     def __init__(self, conn: HttpConnection, channel: str, tally: Tally, expect: int) -> None:
         self.conn = conn
@@ -432,8 +434,9 @@ class LongPoller:
         before, after = self.around
         return before + self.cursor.encode() + after
 
-    def messages(self, body: bytes) -> list[Any]:
-        """The messages' data in one answer (the cursor taken for the next poll)."""
+    def messages(self, status: int, body: bytes) -> list[Any]:
+        """The messages' data in one answer (the cursor taken for the next poll); none when
+        the poll timed out."""
         doc = orjson.loads(body)
         self.cursor = doc["cursor"]
         messages = [m for m in doc["messages"] if "type" not in m]
@@ -462,7 +465,7 @@ class LongPoller:
     def answered(self, status: int, body: bytes) -> None:
         if self.stopped:
             return
-        if status != 200:
+        if status not in self.ANSWERS:
             self.tally.error(f"long-poll answered {status} {body[:100]!r}")
             self.stopped = True
             return
@@ -470,7 +473,7 @@ class LongPoller:
         held = self.held
         self.held = (now, now)
         try:
-            datas = self.messages(body)
+            datas = self.messages(status, body)
         except (ValueError, KeyError, TypeError) as exc:
             self.tally.error(f"long-poll answer not understood ({exc!r}): {body[:100]!r}")
             self.stop()

@@ -44,9 +44,11 @@ KINDS = ("pushserver", "nchan", "bare")
 
 class NchanLongPoller(LongPoller):
     """nchan's long-poll: one message per answer, the next asked for with the last one's
-    validators."""
+    validators; a poll that timed out (`nchan_subscriber_timeout`) is answered 408 and asked
+    again with the same."""
 
     KEEP = (b"last-modified", b"etag")
+    ANSWERS = (200, 408)
 
     def __init__(self, conn: HttpConnection, path: str, tally: Tally, expect: int) -> None:
         super().__init__(conn, "", tally, expect)
@@ -56,7 +58,9 @@ class NchanLongPoller(LongPoller):
     def request(self) -> bytes:
         return get_request(self.path, self.validators)
 
-    def messages(self, body: bytes) -> list[object]:
+    def messages(self, status: int, body: bytes) -> list[object]:
+        if status == 408:
+            return []
         headers = self.conn.headers
         self.validators = {
             "If-Modified-Since": headers.get(b"last-modified", b"").decode("latin-1"),

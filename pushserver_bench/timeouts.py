@@ -7,6 +7,10 @@ time out in the same moment, every `?timeout` seconds. N long-polls of one chann
 long-poll on another channel (each message published `PACE` after the last arrived) measures
 what a message waits while the crowd is answered. A row whose crowd did not time out twice per
 subscriber did not measure that, and is invalid.
+
+nginx+nchan (`--target nchan`) holds a poll as long as its location says: the crowd polls the
+subscriber location with `-timeout` appended (`/sub-timeout/` beside `/sub/`), configured with
+`nchan_subscriber_timeout 5s` (docs/performance.md), and is answered 408 when it times out.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from .versus import PER_PROCESS, judge, sources, unreachable
 SIZES = (10_000, 19_800)
 """19,800: pushserver holds its open-file limit less 100 connections, and the 1→1 long-poll,
 its publisher and the subscriber counts need a few of them."""
-HOLD, QUICK_HOLD = 5.0, 1.0
-"""Seconds a crowd's poll is held (`?timeout`)."""
+HOLD = 5.0
+"""Seconds a crowd's poll is held (pushserver's `?timeout`; nchan's is configured)."""
 ROUNDS = 2
 """Timeouts of the whole crowd a row must see."""
 PACE = 0.002
@@ -74,14 +78,21 @@ async def one_to_one(target: Target, seconds: float) -> tuple[Tally, int, float]
     return tally, sent, busy
 
 
-async def crowd_row(bench: Bench, target: Target, n: int, hold: float) -> dict[str, Any]:
-    """N long-polls held `hold` seconds, set polling together, timing out `ROUNDS` times
+def crowd_target(target: Target) -> Target:
+    """`target` with its long-polls held `HOLD` seconds."""
+    if target.kind == "pushserver":
+        return dataclasses.replace(target, poll_timeout=HOLD)
+    return dataclasses.replace(target, sub=target.sub.rstrip("/") + "-timeout/")
+
+
+async def crowd_row(bench: Bench, target: Target, n: int) -> dict[str, Any]:
+    """N long-polls held `HOLD` seconds, set polling together, timing out `ROUNDS` times
     while a 1→1 long-poll runs."""
     name = channel("crowd")
     shares = spread(n, max(bench.processes, math.ceil(n / PER_PROCESS)))
-    held = dataclasses.replace(target, poll_timeout=hold)
+    held = crowd_target(target)
     plans = [
-        SubPlan(target.sub, "longpoll", [name] * k, 0, False, 60, held, source)
+        SubPlan(held.sub, "longpoll", [name] * k, 0, False, 60, held, source)
         for k, source in zip(shares, sources(target, len(shares)), strict=True)
     ]
     async with ClientPool(plans, bench.client_cpus) as crowd:
@@ -92,7 +103,7 @@ async def crowd_row(bench: Bench, target: Target, n: int, hold: float) -> dict[s
             await publisher.send(target.publish(name, message_data()))
         finally:
             publisher.close()
-        tally, sent, main_busy = await one_to_one(target, ROUNDS * hold + hold / 2)
+        tally, sent, main_busy = await one_to_one(target, ROUNDS * HOLD + HOLD / 2)
         reports = await crowd.collect()
         wall = time.time() - ready
     report = merge(reports)
@@ -106,7 +117,7 @@ async def crowd_row(bench: Bench, target: Target, n: int, hold: float) -> dict[s
     return {
         "row": [
             n,
-            hold,
+            HOLD,
             report["empty"],
             sent,
             ms(percentile(tally.latencies, 0.5)),
@@ -132,25 +143,26 @@ def too_few(timeouts: int, n: int) -> str:
 
 async def run(bench: Bench) -> list[Table]:
     with bench.server() as url:
-        target = Target.of("pushserver", url)
-        table = Table(10, f"a crowd of long-polls timing out together: {url}", COLUMNS)
+        target = Target.of(bench.target, url, bench.pub_url, bench.sub_url)
+        where = f"{target.kind} (publish {target.pub}, subscribe {target.sub})"
+        table = Table(10, f"a crowd of long-polls timing out together: {where}", COLUMNS)
         problem = await unreachable(target)
         if problem:
             table.errors.append(problem)
             return [table]
-        hold = QUICK_HOLD if bench.quick else HOLD
         table.notes += [
-            f"N long-polls of one channel held with ?timeout={hold:g}, set polling together by "
+            f"N long-polls of one channel held {HOLD:g} s (at {crowd_target(target).sub}), set "
+            "polling together by "
             f"one message, then timing out together {ROUNDS} times; meanwhile a 1→1 long-poll "
             f"on another channel, each message published {PACE * 1000:g} ms after the last "
             "arrived, timed publish→arrival (the kernel's receive timestamp)",
         ]
         for n in bench.subscribers or ([200] if bench.quick else list(SIZES)):
             try:
-                step = await crowd_row(bench, target, n, hold)
+                step = await crowd_row(bench, target, n)
             except (BenchError, OSError, RuntimeError) as exc:
                 failed = f"INVALID: {type(exc).__name__}: {exc}"
-                row = [n, hold, *[""] * (len(COLUMNS) - 3), failed]
+                row = [n, HOLD, *[""] * (len(COLUMNS) - 3), failed]
                 table.add(*row, lost=0, errors=[f"{n:,} timing out: {failed}"])
                 continue
             table.add(*step["row"], lost=step["lost"], errors=step["errors"])

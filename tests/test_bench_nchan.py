@@ -7,39 +7,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 from pathlib import Path
-
-import pytest
 
 from pushserver.launcher import ServerProcess
 from pushserver_measure.ports import free_port
 
-from .nginx import Nginx
+from .nchan_fixture import Nginx, nchan_fixture  # noqa: F401
 from .redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
-from .system import ensure_file
 from .test_bench import run_bench
-
-DOC = Path(__file__).parent.parent / "docs" / "performance.md"
-DOC_LISTEN = "listen 127.0.0.1:8090;"
-NCHAN_MODULE = Path("/usr/lib/nginx/modules/ngx_nchan_module.so")
-
-
-def documented_conf(port: int) -> str:
-    """The one nginx block of docs/performance.md, listening on `port`."""
-    blocks = re.findall(r"```nginx\n(.*?)```", DOC.read_text(), re.S)
-    assert len(blocks) == 1, "docs/performance.md must hold exactly one nginx block"
-    assert blocks[0].count(DOC_LISTEN) == 1
-    return blocks[0].replace(DOC_LISTEN, f"listen 127.0.0.1:{port};")
-
-
-@pytest.fixture
-def nchan(tmp_path: Path):
-    ensure_file(NCHAN_MODULE, "libnginx-mod-nchan")
-    port = free_port()
-    nginx = Nginx(tmp_path / "nchan", documented_conf(port), port)
-    yield nginx
-    nginx.stop()
 
 
 def quick_tables(tmp_path: Path, *args: str) -> list[dict]:
@@ -136,4 +111,4 @@ def test_an_unreachable_target_fails_the_run() -> None:
 
 def test_nchan_goes_only_with_experiment_9() -> None:
     proc = run_bench("--only", "1", "--target", "nchan", "--url", "http://127.0.0.1:1")
-    assert proc.returncode == 2 and "--target nchan goes with --only 9" in proc.stderr
+    assert proc.returncode == 2 and "--target nchan goes with --only 9 or 10" in proc.stderr
