@@ -55,7 +55,7 @@ class Bucket(set[Timed]):
 class Wheel:
     """Buckets of items by the tick they are due at, and one loop timer for the earliest."""
 
-    __slots__ = ("buckets", "due", "loop", "telling", "ticks", "timer", "timer_tick")
+    __slots__ = ("buckets", "due", "loop", "ticks", "timer", "timer_tick")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
@@ -65,9 +65,8 @@ class Wheel:
         self.timer: asyncio.TimerHandle | None = None
         self.timer_tick = 0
         self.due: deque[Bucket] = deque()
-        """Buckets come due whose items are still to be told, a slice per loop turn."""
-        self.telling = False
-        """A slice of `due` is to be told at the next loop turn."""
+        """Buckets come due whose items are still to be told, a slice per loop turn (while it
+        is not empty, the next slice is due at the next loop turn)."""
 
     def wake(self, item: Timed, deadline: float) -> None:
         """Call `item.due()` at loop time `deadline` (up to `RESOLUTION` later)."""
@@ -103,14 +102,15 @@ class Wheel:
     def _fire(self) -> None:
         self.timer = None
         now = self.loop.time()
-        ticks, buckets = self.ticks, self.buckets
+        ticks, buckets, due = self.ticks, self.buckets, self.due
+        telling = bool(due)  # the next slice is already due at the next loop turn
         while ticks and ticks[0] * RESOLUTION <= now + EARLY:
             bucket = buckets.pop(heapq.heappop(ticks), None)
             if bucket:
-                self.due.append(bucket)
+                due.append(bucket)
         if ticks:
             self._schedule(ticks[0])
-        if not self.telling:
+        if not telling:
             self._tell()
 
     def _tell(self) -> None:
@@ -128,6 +128,5 @@ class Wheel:
                     item.due()
             if not bucket:
                 due.popleft()
-        self.telling = bool(due)
         if due:
             self.loop.call_soon(self._tell)
