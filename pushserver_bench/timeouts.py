@@ -152,10 +152,10 @@ async def run(bench: Bench) -> list[Table]:
             return [table]
         table.notes += [
             f"N long-polls of one channel held {HOLD:g} s (at {crowd_target(target).sub}), set "
-            "polling together by "
-            f"one message, then timing out together {ROUNDS} times; meanwhile a 1→1 long-poll "
-            f"on another channel, each message published {PACE * 1000:g} ms after the last "
-            "arrived, timed publish→arrival (the kernel's receive timestamp)",
+            f"polling together by one message, then timing out together {ROUNDS} times; "
+            "meanwhile a 1→1 long-poll on another channel, each message published "
+            f"{PACE * 1000:g} ms after the last arrived, timed publish→arrival (the kernel's "
+            "receive timestamp)",
         ]
         for n in bench.subscribers or ([200] if bench.quick else list(SIZES)):
             try:
