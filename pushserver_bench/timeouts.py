@@ -21,15 +21,13 @@ import math
 import time
 from typing import Any
 
-from pushserver_measure.verdict import BUSY
-
 from .client import BenchError, Tally, message_data
 from .context import Bench, channel
 from .pool import ClientPool, SubPlan, merge, spread
 from .stats import ms, percentile
 from .table import Table
 from .targets import Target
-from .versus import PER_PROCESS, judge, sources, unreachable
+from .versus import PER_PROCESS, crowded, judge, sources, unreachable
 
 SIZES = (10_000, 19_800)
 """19,800: pushserver holds its open-file limit less 100 connections, and the 1→1 long-poll,
@@ -110,7 +108,7 @@ async def crowd_row(bench: Bench, target: Target, n: int) -> dict[str, Any]:
     errors = report["errors"] + tally.errors
     lost = (n - report["received"]) + (sent - tally.received)
     busy = max(main_busy, *(r["cpu"] / wall for r in reports))
-    short = f"a client process used {busy:.0%} of a core" if busy * 100 >= BUSY else ""
+    short = crowded(busy, report["cpu"], wall, bench.client_cpus)
     if shortfall := too_few(report["empty"], n):
         errors.append(shortfall)
     verdict = judge(lost, errors, short, tally.late)

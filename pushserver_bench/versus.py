@@ -149,15 +149,14 @@ def busiest(reports: list[dict[str, Any]], start: float) -> float:
     return max(r["cpu"] / max(r["last"] - start, 1e-6) for r in reports)
 
 
-def crowded(busy: float, reports: list[dict[str, Any]], start: float, cpus: frozenset[int]) -> str:
+def crowded(busy: float, cpu: float, wall: float, cpus: frozenset[int]) -> str:
     """Why the client processes were short of CPU ("" when they were not): the busiest of them
-    (`busy`, from `busiest`) used most of a core, or, kept to `cpus`, all of them together used
-    most of those."""
+    (`busy`, a share of a core) used most of a core, or, kept to `cpus`, all of them together
+    (`cpu` seconds over `wall` seconds) used most of those."""
     if busy * 100 >= BUSY:
         return f"a client process used {busy:.0%} of a core"
     if cpus:
-        wall = max(max(r["last"] for r in reports) - start, 1e-6)
-        share = sum(r["cpu"] for r in reports) / wall / len(cpus)
+        share = cpu / max(wall, 1e-6) / len(cpus)
         if share * 100 >= BUSY:
             names = ",".join(map(str, sorted(cpus)))
             return f"the client processes used {share:.0%} of CPUs {names}, all they were given"
@@ -207,7 +206,7 @@ async def held(
     lost = report["expected"] - report["received"]
     busy = busiest(reports, start)
     received = max(1, report["received"])
-    short = crowded(busy, reports, start, bench.client_cpus)
+    short = crowded(busy, report["cpu"], report["last"] - start, bench.client_cpus)
     verdict = judge(lost, report["errors"], short, report["late"])
     return {
         "row": [
@@ -333,7 +332,11 @@ async def fan_out(
             1e6 * server_cpu / received,
             1e6 * report["cpu"] / received,
             100 * busy,
-            judge(lost, report["errors"], crowded(busy, reports, start, bench.client_cpus)),
+            judge(
+                lost,
+                report["errors"],
+                crowded(busy, report["cpu"], report["last"] - start, bench.client_cpus),
+            ),
         ],
         lost,
         report["errors"],

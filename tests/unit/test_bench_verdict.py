@@ -3,6 +3,8 @@ processes' reports merged into one (`pushserver_bench.pool.merge`)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from pushserver_bench.pool import merge
 from pushserver_bench.versus import busiest, crowded, judge
 
@@ -30,28 +32,39 @@ def test_a_row_is_the_servers_unless_a_delivery_was_lost_or_the_client_held_one(
     )
 
 
-def used(cpu: float) -> dict[str, object]:
+def used(cpu: float) -> dict[str, Any]:
     """A client process's report: `cpu` seconds over the 10 s from the first publish."""
-    return {"cpu": cpu, "last": 110.0}
+    return {"cpu": cpu, "first": 101.0, "last": 110.0, "errors": []}
+
+
+def short(reports: list[dict[str, Any]], cpus: frozenset[int]) -> str:
+    """`crowded` as experiment 9 calls it, from the first publish at 100.0."""
+    together = merge(reports)
+    return crowded(busiest(reports, 100.0), together["cpu"], together["last"] - 100.0, cpus)
 
 
 def test_one_client_process_busy_for_most_of_a_core_crowds_the_row() -> None:
     reports = [used(2.0), used(9.5)]
-    assert crowded(busiest(reports, 100.0), reports, 100.0, frozenset()) == (
-        "a client process used 95% of a core"
-    )
-    reports = [used(2.0), used(8.5)]
-    assert crowded(busiest(reports, 100.0), reports, 100.0, frozenset()) == ""
+    assert short(reports, frozenset()) == "a client process used 95% of a core"
+    assert short([used(2.0), used(8.5)], frozenset()) == ""
 
 
 def test_client_processes_kept_to_cpus_crowd_the_row_when_they_fill_them() -> None:
     four = [used(2.4)] * 4  # 96 % of one CPU together, 24 % of a core each
-    busy = busiest(four, 100.0)
-    assert crowded(busy, four, 100.0, frozenset()) == ""
-    assert crowded(busy, four, 100.0, frozenset({1})) == (
+    assert short(four, frozenset()) == ""
+    assert short(four, frozenset({1})) == (
         "the client processes used 96% of CPUs 1, all they were given"
     )
-    assert crowded(busy, four, 100.0, frozenset({0, 1})) == ""  # 48 % of two
+    assert short(four, frozenset({0, 1})) == ""  # 48 % of two
+
+
+def test_the_crowd_of_a_timeout_row_is_judged_over_the_whole_row() -> None:
+    """Experiment 10's crowd last receives the message that set it polling, seconds before the
+    row ends: its share is taken over the wall time its caller gives."""
+    assert crowded(0.3, 12.0, 12.5, frozenset({1})) == (
+        "the client processes used 96% of CPUs 1, all they were given"
+    )
+    assert crowded(0.3, 12.0, 25.0, frozenset({1})) == ""
 
 
 def test_merged_reports_sum_counts_and_keep_every_latency() -> None:
