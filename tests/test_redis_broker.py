@@ -181,6 +181,42 @@ async def test_cursor_ahead_of_a_node_that_has_not_seen_the_channel_yet(nodes: N
             assert await r.json() == {"messages": [], "cursor": cursor}
 
 
+async def last_data(s: aiohttp.ClientSession, base: str, channel: str) -> list[Any]:
+    """The data of `channel`'s last message, read by a long-poll asking for history."""
+    async with s.get(f"{base}/lp/{channel}", params={"history": "1", "timeout": "0"}) as r:
+        assert r.status == 200, await r.text()
+        return [m["data"] for m in (await r.json())["messages"]]
+
+
+async def test_a_node_reads_a_channel_in_one_round_trip_and_after_redis_lost_the_script(
+    redis_server: RedisServer,
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """Reading a channel's history is one pipeline of script calls by digest (no `SCRIPT
+    EXISTS` before it); when Redis lost the script, it is loaded and the read made again."""
+    node = server_factory(*node_args(redis_server))
+    client = redis_server.client()
+    async with aiohttp.ClientSession() as s:
+        for name in ("warm", "first", "second"):
+            for n in (1, 2):
+                await publish(s, node.url, name, n)
+        assert await last_data(s, node.url, "warm") == [2]  # the node's first read loads it
+        client.config_resetstat()
+        assert await last_data(s, node.url, "first") == [2]
+        stats = client.info("commandstats")
+        assert "cmdstat_script|exists" not in stats
+        assert stats["cmdstat_evalsha"]["calls"] >= 1
+        assert stats["cmdstat_evalsha"]["failed_calls"] == 0
+        assert "cmdstat_script|load" not in stats
+        client.script_flush()
+        client.config_resetstat()
+        assert await last_data(s, node.url, "second") == [2]
+        stats = client.info("commandstats")
+        assert stats["cmdstat_script|load"]["calls"] == 1
+        assert stats["cmdstat_evalsha"]["failed_calls"] == 1  # NOSCRIPT, then read again
+        assert "cmdstat_script|exists" not in stats
+
+
 async def test_gap_when_cursor_is_older_than_the_redis_history(
     redis_server: RedisServer,
     server_factory: Callable[..., ServerProcess],

@@ -18,10 +18,11 @@ from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...config import Settings
@@ -110,7 +111,7 @@ class RedisBroker(Reporting):
         self._pipe = Pipe(pool.make_connection(), REPLY_TIMEOUT, CONNECT_TIMEOUT)
         self._publish = Script(PUBLISH_LUA)
         self._publishing: Coalescer[Item, list[Any]] = Coalescer(self._run_publish)
-        self._sync = self.client.register_script(SYNC_LUA)
+        self._sync = Script(SYNC_LUA)
         self.records: dict[str, Listen] = {}
         self.by_topic: dict[bytes, Listen] = {}
         self._loop = asyncio.get_running_loop()
@@ -349,16 +350,9 @@ class RedisBroker(Reporting):
 
     async def _refresh(self, records: Sequence[Listen]) -> None:
         """Read each channel's epoch and the messages this node has not seen, and apply them."""
-        pipe = self.client.pipeline(transaction=False)
         froms = [rec.order.read_from() for rec in records]
         try:
-            for rec, (epoch, after) in zip(records, froms, strict=True):
-                await self._sync(
-                    keys=[meta_key(rec.name), history_key(rec.name)],
-                    args=[self.meta_ms, after, self.history_size, epoch],
-                    client=pipe,
-                )
-            results = await pipe.execute()
+            results = await self._synced(records, froms)
         finally:
             for rec in records:
                 rec.order.done_reading()
@@ -371,6 +365,25 @@ class RedisBroker(Reporting):
                 again.append(rec)
         if again:
             self._spawn(self._refresh(again))
+
+    async def _synced(
+        self, records: Sequence[Listen], froms: Sequence[tuple[str, int]]
+    ) -> list[Any]:
+        """The sync script's reply for each channel, all in one round trip. The script goes by
+        its digest, and whole only when Redis lacks it: a pipeline given redis-py's `Script`
+        asks `SCRIPT EXISTS` first, a round trip more for every read."""
+        try:
+            return await self._sync_calls(records, froms).execute()
+        except NoScriptError:
+            await self.client.script_load(self._sync.text)
+        return await self._sync_calls(records, froms).execute()
+
+    def _sync_calls(self, records: Sequence[Listen], froms: Sequence[tuple[str, int]]) -> Pipeline:
+        pipe = self.client.pipeline(transaction=False)
+        for rec, (epoch, after) in zip(records, froms, strict=True):
+            keys = (meta_key(rec.name), history_key(rec.name))
+            pipe.evalsha(self._sync.sha, 2, *keys, self.meta_ms, after, self.history_size, epoch)
+        return pipe
 
     @staticmethod
     def _messages(name: str, epoch: bytes, entries: Iterable[Any]) -> list[Message]:
