@@ -152,7 +152,7 @@ async def take(sub: Subscriber, n: int, timeout: float = 30.0) -> list[dict[str,
     try:
         await asyncio.wait_for(run(), timeout)
     except TimeoutError:
-        raise AssertionError(f"{sub.transport}: got {len(got)} of {n} events: {got[-3:]}") from None
+        raise AssertionError(f"{sub.transport}: got {len(got)} of {n} events: {got}") from None
     return got
 
 
