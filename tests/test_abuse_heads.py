@@ -83,3 +83,37 @@ async def test_unfinished_heads_count_against_connection_limits(
         assert current["limits_hit"][limit] >= 1  # the polls of /stats meanwhile may count too
         async with http.get(srv.url + path) as resp:
             assert resp.status == 200
+
+
+@pytest.mark.parametrize(
+    ("setting", "status", "error"),
+    [
+        ("--max-connections", 503, "over_capacity"),
+        ("--max-connections-per-ip", 429, "too_many_connections"),
+    ],
+)
+async def test_kept_alive_connections_waiting_for_a_request_count_against_the_limits(
+    server_factory, setting, status, error
+):
+    """Three connections each answered once and kept alive fill a limit of 3: a fourth is
+    refused at once; when one closes, a new one is served."""
+    srv = server_factory(setting, "3")
+    idle = []
+    for n in range(3):
+        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+        writer.write(b"GET /lp/idle%d?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n" % n)
+        assert (await reader.readuntil(b"\r\n")).startswith(b"HTTP/1.1 200")
+        idle.append((reader, writer))
+    async with aiohttp.ClientSession() as http:
+        async with http.get(srv.url + "/lp/news?timeout=0") as resp:
+            assert (resp.status, (await resp.json())["error"]) == (status, error)
+        idle.pop()[1].close()
+        deadline = asyncio.get_running_loop().time() + 20
+        while True:  # the close is seen by the server a moment later
+            async with http.get(srv.url + "/lp/news?timeout=0") as resp:
+                if resp.status == 200:
+                    break
+            assert asyncio.get_running_loop().time() < deadline, "still refused after a close"
+            await asyncio.sleep(0.05)
+    for _, writer in idle:
+        writer.close()

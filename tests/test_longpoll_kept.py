@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 import pytest
 
 from pushserver.core.tokens import mint
+from pushserver.web import publishing
 from pushserver.web.state import ServerState
 
 from .inprocess import in_process, publish, until
@@ -213,55 +214,65 @@ async def test_every_poll_gives_its_channels_back_once_however_its_connection_go
 
 
 async def test_kept_polls_held_again_count_against_the_connection_limit():
-    """Against --max-connections 5: kept polls re-polling while five others are held are all
-    refused; then twelve connections, five with kept polls, re-poll at once and exactly five
-    are held. Every refused poll gives its channel back."""
+    """Against --max-connections 5: while five kept polls are held, five new connections'
+    polls are refused; while those five are held, the kept polls re-polling are all refused;
+    then all ten re-poll at once and exactly five are held. Every refused poll gives its
+    channel back. (Publishes go to the hub: a publisher's connection would count too.)"""
     async with in_process(max_connections=5) as (state, _, port):
+
+        async def put(data: int) -> None:
+            await publishing.publish(
+                state, publishing.one_item("cap", b"%d" % data, None, True), False
+            )
+
         await publish(port, "cap", "start")
         with channel_books(state) as books:
-            conns: list[Conn] = []
-            for _ in range(12):  # one at a time: a connection that has sent nothing counts
-                conns.append(await connect(port))  # against the limit (docs/security.md)
-                head = await head_cursor(conns[-1], "cap")
+            kept: list[Conn] = []
+            for _ in range(5):  # one at a time: a connection waiting for its next request
+                kept.append(await connect(port))  # counts as an unfinished head (security.md)
+                head = await head_cursor(kept[-1], "cap")
 
-            async def round_of(group: list[Conn], data: object) -> list[tuple[int, dict]]:
-                """Re-poll `group` at the head at once; publish `data` once the winners are
-                held; every answer, in `group`'s order."""
-                tasks = [
-                    asyncio.create_task(poll(c, f"/lp/cap?timeout=20&cursor={head}")) for c in group
+            def polls(group: list[Conn], cursor: str) -> list[asyncio.Task]:
+                return [
+                    asyncio.create_task(poll(c, f"/lp/cap?timeout=20&cursor={cursor}"))
+                    for c in group
                 ]
-                await until(lambda: held(state) == min(5, len(group)), "the winners held")
-                await until(
-                    lambda: sum(t.done() for t in tasks) == len(group) - held(state),
-                    "the others refused",
-                )
-                await publish(port, "cap", data)
-                return [await t for t in tasks]
 
-            answers = await round_of(conns[:5], 1)  # these five keep their answered polls
+            async def refused(group: list[Conn], cursor: str) -> None:
+                for c in group:
+                    status, answer = await poll(c, f"/lp/cap?timeout=20&cursor={cursor}")
+                    assert (status, answer["error"]) == (503, "over_capacity")
+
+            held_kept = polls(kept, head)
+            await until(lambda: held(state) == 5, "the kept polls held")
+            others = [await connect(port) for _ in range(5)]
+            await refused(others, head)
+            await put(1)
+            answers = [await t for t in held_kept]
+            assert [(s, [m["data"] for m in a["messages"]]) for s, a in answers] == [(200, [1])] * 5
             head = answers[0][1]["cursor"]
             await until(lambda: held(state) == 0, "the answered polls done with")
-            others = [
-                asyncio.create_task(poll(c, f"/lp/cap?timeout=20&cursor={head}"))
-                for c in conns[5:10]
-            ]
+            held_others = polls(others, head)
             await until(lambda: held(state) == 5, "five other polls held")
-            for c in conns[:5]:
-                status, answer = await poll(c, f"/lp/cap?timeout=20&cursor={head}")
-                assert (status, answer["error"]) == (503, "over_capacity")
-            await publish(port, "cap", 2)
-            assert [(await t)[0] for t in others] == [200] * 5  # now kept by conns[5:10]
-            head = (await others[0])[1]["cursor"]
+            await refused(kept, head)
+            await put(2)
+            assert [(await t)[0] for t in held_others] == [200] * 5  # now kept by `others`
+            head = (await held_others[0])[1]["cursor"]
             await until(lambda: held(state) == 0, "the answered polls done with")
-            answers = await round_of(conns, 3)
+            group = kept + others
+            tasks = polls(group, head)
+            await until(lambda: held(state) == 5, "the winners held")
+            await until(lambda: sum(t.done() for t in tasks) == 5, "the others refused")
+            await put(3)
+            answers = [await t for t in tasks]
             statuses = collections.Counter(status for status, _ in answers)
-            assert statuses == {200: 5, 503: 7}, answers
+            assert statuses == {200: 5, 503: 5}, answers
             for status, answer in answers:
                 if status == 200:
                     assert [m["data"] for m in answer["messages"]] == [3]
                 else:
                     assert answer["error"] == "over_capacity"
-            for _, writer in conns:
+            for _, writer in group:
                 writer.close()
             await until(lambda: not +books and not -books, "every open channel given back")
             assert held(state) == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 
 import aiohttp
@@ -59,3 +60,21 @@ async def test_per_ip_limit_applies_to_forwarded_clients(server_factory):
             for kind in ("stream", "sse", "ws", "lp"):
                 async with http.get(f"{srv.url}/{kind}/b", headers=first) as refused:
                     assert refused.status == 429, kind
+
+
+async def test_a_trusted_proxys_idle_connections_do_not_use_up_its_clients_limit(server_factory):
+    """A proxy keeps connections open ahead of need: with three of them idle, a request it
+    forwards for a client is still counted under that client's address alone."""
+    srv = server_factory("--trusted-proxies", "127.0.0.1", "--max-connections-per-ip", "3")
+    idle = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in range(3)]
+    try:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(
+                f"{srv.url}/lp/a?timeout=0", headers={"X-Forwarded-For": "198.51.100.9"}
+            ) as resp,
+        ):
+            assert resp.status == 200
+    finally:
+        for _, writer in idle:
+            writer.close()

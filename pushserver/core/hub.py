@@ -110,6 +110,7 @@ class Hub:
         """Held subscribers: `connections` summed over `TRANSPORTS`, kept as they change, read
         on every subscribe (connections still sending a request head are counted apart)."""
         self.per_ip: dict[str, int] = {}
+        """Held subscribers by client address (`enter`)."""
         self.stats = HubStats()
         self._dirty: list[LocalChannel] = []
         self._batch: list[Message] = []

@@ -43,9 +43,13 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 
     The outermost middleware that answers: it sends the whole response itself (aiohttp then
     sends nothing more) and tells the front end's conduit that the answer is out, so the
-    front end can read the connection's next request.
+    front end can read the connection's next request. A request with a chunked body, whose end
+    only aiohttp finds, leaves its connection to aiohttp: that connection closes after the
+    answer, so the next request reaches the front end on a new one.
     """
     response = await _answer(request, handler)
+    if "Transfer-Encoding" in request.headers:
+        response.force_close()
     try:
         await response.prepare(request)
         await response.write_eof()

@@ -5,7 +5,9 @@ each holds memory and a socket and, being no subscriber yet, escapes the connect
 front end counts every connection that is receiving a head as a `head` connection (in the hub's
 counts, so /stats shows them, and per address here) until the head is complete, refuses a head
 past `--max-head-bytes`, and refuses a new connection at once while unfinished heads alone fill
-`--max-connections` or the per-address limit. `--request-timeout` ends a head that takes too long.
+`--max-connections` or the per-address limit (not counted against a trusted proxy, whose
+connections carry many clients). A kept-alive connection waiting for its next request counts as
+an unfinished head too. `--request-timeout` ends a head that takes too long.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..core.errors import PushError, TooMany, Unavailable
+from .proxies import is_trusted
 
 if TYPE_CHECKING:
-    from .state import ServerState
+    from ..config import Settings
+    from ..core.hub import Hub
 
 HEAD = "head"
 """The kind under which unfinished heads are counted in the hub's connections."""
@@ -27,30 +31,45 @@ with its request unread would reset the connection and could lose the answer."""
 class HeadGuard:
     """Unfinished heads per client address; the total is the hub's `HEAD` count."""
 
-    def __init__(self) -> None:
-        self.per_ip: dict[str, int] = {}
+    __slots__ = ("counts", "hub", "per_ip", "settings")
 
-    def full(self, state: ServerState, remote: str) -> PushError | None:
+    def __init__(self, hub: Hub, settings: Settings) -> None:
+        self.hub = hub
+        self.settings = settings
+        self.counts = hub.connections
+        self.per_ip: dict[str, int] = {}
+        """Counted only under a per-address limit: a long-poll's kept-alive connection counts
+        here between every two polls."""
+
+    def full(self, remote: str) -> PushError | None:
         """Why a new connection is refused: unfinished heads already fill a limit."""
-        settings, hub = state.settings, state.hub
-        if hub.connections.get(HEAD, 0) >= settings.max_connections:
+        settings, hub = self.settings, self.hub
+        if self.counts.get(HEAD, 0) >= settings.max_connections:
             hub.stats.limits_hit["max_connections"] += 1
             return Unavailable("over_capacity", "too many connections with unfinished requests")
         per_ip = settings.max_connections_per_ip
-        if per_ip and self.per_ip.get(remote, 0) >= per_ip:
+        if (
+            per_ip
+            and self.per_ip.get(remote, 0) >= per_ip
+            and not is_trusted(remote, settings.trusted_networks)  # a proxy brings many clients
+        ):
             hub.stats.limits_hit["max_connections_per_ip"] += 1
             message = f"at most {per_ip} connections per client address"
             return TooMany("too_many_connections", message, retry_after=1)
         return None
 
-    def start(self, state: ServerState, remote: str) -> None:
-        self.per_ip[remote] = self.per_ip.get(remote, 0) + 1
-        state.hub.enter(HEAD, remote)
+    def start(self, remote: str) -> None:
+        """Count an unfinished head (in the hub's counts by kind, not as a held connection)."""
+        counts = self.counts
+        counts[HEAD] = counts.get(HEAD, 0) + 1
+        if self.settings.max_connections_per_ip:
+            self.per_ip[remote] = self.per_ip.get(remote, 0) + 1
 
-    def finish(self, state: ServerState, remote: str) -> None:
-        left = self.per_ip[remote] - 1
-        if left > 0:
-            self.per_ip[remote] = left
-        else:
-            del self.per_ip[remote]
-        state.hub.leave(HEAD, remote)
+    def finish(self, remote: str) -> None:
+        self.counts[HEAD] -= 1
+        if self.settings.max_connections_per_ip:
+            left = self.per_ip[remote] - 1
+            if left > 0:
+                self.per_ip[remote] = left
+            else:
+                del self.per_ip[remote]

@@ -25,10 +25,13 @@ class ServerState:
     expiry: ExpiryWatch
     worker: int
     cpu: CpuSampler = dataclasses.field(default_factory=CpuSampler)
-    heads: HeadGuard = dataclasses.field(default_factory=HeadGuard)
+    heads: HeadGuard = dataclasses.field(init=False)
     draining: bool = False
     limiter: RateLimiter | None = None
     """The publish rate limit (`--max-publish-rate`), when set."""
+
+    def __post_init__(self) -> None:
+        self.heads = HeadGuard(self.hub, self.settings)
 
 
 STATE = web.AppKey("pushserver_state", ServerState)

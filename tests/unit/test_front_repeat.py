@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from pushserver.web.front.head import HeadParser, RequestHead
-from pushserver.web.front.repeat import MAX_REPEATS, Repeats
+from pushserver.web.front.repeat import MAX_REPEAT_BYTES, MAX_REPEATS, Repeats
+
+MAX_LINE = 8190
 
 
 class Parsed:
@@ -16,17 +18,17 @@ class Parsed:
 
 def head(target: str, extra: str = "") -> tuple[bytes, RequestHead]:
     raw = f"GET {target} HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode()
-    return raw, HeadParser(8190, 8190, 100).parse(raw)
+    return raw, HeadParser(MAX_LINE, 8190, 100).parse(raw)
 
 
 def found(target: str) -> object:
     raw, parsed = head(target)
-    return Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    return Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
 
 
 def test_the_same_head_with_another_cursor_gives_that_cursor():
     raw, parsed = head("/lp/news?timeout=30&cursor=news:e1:4&limit=5")
-    repeat = Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
     assert repeat is not None
     assert repeat.value(raw) == "news:e1:4"
     assert repeat.value(head("/lp/news?timeout=30&cursor=news:e1:12345&limit=5")[0]) == (
@@ -37,7 +39,7 @@ def test_the_same_head_with_another_cursor_gives_that_cursor():
 
 def test_any_other_difference_is_not_a_repeat():
     raw, parsed = head("/lp/news?cursor=news:e1:4")
-    repeat = Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
     assert repeat is not None
     for other in [
         head("/lp/news?cursor=news:e1:5&x=1")[0],
@@ -61,13 +63,13 @@ def test_heads_whose_cursor_bytes_are_not_its_value_are_not_remembered():
 
 def test_the_first_cursor_parameter_is_the_one_that_varies():
     raw, parsed = head("/lp/news?cursor=news:e1:4&cursor=zzz")
-    repeat = Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
     assert repeat is not None
     assert repeat.value(head("/lp/news?cursor=news:e1:9&cursor=zzz")[0]) == "news:e1:9"
 
 
 def test_connections_sending_the_same_bytes_share_one_repeat_and_the_table_is_bounded():
-    repeats = Repeats()
+    repeats = Repeats(MAX_LINE)
     raw, parsed = head("/lp/news?cursor=news:e1:4")
     first = repeats.find(raw, parsed, "cursor", Parsed(parsed))
     raw2, parsed2 = head("/lp/news?cursor=news:e1:7")
@@ -80,7 +82,7 @@ def test_connections_sending_the_same_bytes_share_one_repeat_and_the_table_is_bo
 
 def test_holds_is_true_only_for_the_same_head_with_exactly_that_value():
     raw, parsed = head("/lp/news?timeout=30&cursor=news:e1:4&limit=5")
-    repeat = Repeats().find(raw, parsed, "cursor", Parsed(parsed))
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
     assert repeat is not None
     at = head("/lp/news?timeout=30&cursor=news:e1:12&limit=5")[0]
     assert repeat.holds(at, "news:e1:12")
@@ -90,3 +92,30 @@ def test_holds_is_true_only_for_the_same_head_with_exactly_that_value():
     assert not repeat.holds(at + b"GET / HTTP/1.1\r\n\r\n", "news:e1:12")  # more after it
     assert not repeat.holds(head("/lp/news?timeout=31&cursor=news:e1:12&limit=5")[0], "news:e1:12")
     assert not repeat.holds(head("/lp/news?timeout=30&cursor=news:e1:12")[0], "news:e1:12")
+
+
+def test_a_cursor_inside_another_parameters_value_is_not_the_cursor():
+    # `a` is "x?cursor=C0": the query starts at the target's first `?`, as the parser has it.
+    raw, parsed = head("/lp/rq?a=x?cursor=C3&cursor=C3&timeout=0")
+    assert parsed.query["cursor"] == "C3"
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    assert repeat.value(head("/lp/rq?a=x?cursor=C0&cursor=C3&timeout=0")[0]) is None
+    assert repeat.value(head("/lp/rq?a=x?cursor=C3&cursor=C9&timeout=0")[0]) == "C9"
+    assert found("/lp/rq?a=b?cursor=1&timeout=0") is None  # no cursor parameter at all
+    assert found("/lp/rq?cursor&cursor=1") is None  # the first one has no value
+
+
+def test_a_value_past_the_line_limit_is_not_a_repeat():
+    raw, parsed = head("/lp/news?cursor=news:e1:4")
+    repeat = Repeats(len("/lp/news?cursor=") + 20).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    assert repeat.value(head("/lp/news?cursor=" + "k" * 20)[0]) == "k" * 20
+    assert repeat.value(head("/lp/news?cursor=" + "k" * 21)[0]) is None
+    assert not repeat.holds(head("/lp/news?cursor=" + "k" * 21)[0], "k" * 21)
+
+
+def test_a_long_head_is_not_remembered():
+    padding = "X-Pad: " + "p" * MAX_REPEAT_BYTES + "\r\n"
+    raw, parsed = head("/lp/news?cursor=news:e1:4", padding)
+    assert Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed)) is None

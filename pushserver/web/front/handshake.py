@@ -26,6 +26,8 @@ class HandshakeError(InvalidInput):
 
 def accept(head: RequestHead) -> str:
     """The `Sec-WebSocket-Accept` value for a valid handshake; raises HandshakeError."""
+    if head.version != "1.1":
+        raise HandshakeError("a WebSocket handshake needs HTTP/1.1 (RFC 6455 section 4.1)")
     headers = head.headers
     if headers.get("upgrade", "").strip().lower() != "websocket":
         raise HandshakeError("expected Upgrade: websocket")

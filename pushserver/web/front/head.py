@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from urllib.parse import unquote, unquote_plus
 
 import httptools
@@ -26,13 +27,26 @@ SINGLE = frozenset(
 token, which key?) and refused with 400 (RFC 9110 section 5.3; for Host, RFC 9112 section 3.2)."""
 
 
-class HeadError(Exception):
-    """A head the front end refuses before routing it: `status` and the sentence to send."""
+VERSIONS = frozenset(("1.0", "1.1"))
+"""The HTTP versions served; any other is refused with 505 (RFC 9110 section 15.6.6)."""
 
-    def __init__(self, status: int, message: str) -> None:
+HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~!$&'()*+,;=%-]*)(:[0-9]*)?")
+"""A `Host` value (RFC 9110 section 7.2: uri-host [":" port]); empty is allowed."""
+
+ABSOLUTE = re.compile(r"https?://[^/?]*", re.IGNORECASE)
+"""The scheme and authority of an absolute-form target (RFC 9112 section 3.2.2), which a server
+must accept; what follows them is the path and query."""
+
+
+class HeadError(Exception):
+    """A head the front end refuses before routing it: `status`, the error code and the
+    sentence to send."""
+
+    def __init__(self, status: int, message: str, code: str = "bad_request") -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.code = code
 
 
 @dataclasses.dataclass(slots=True)
@@ -127,25 +141,60 @@ class HeadParser:
                 raise HeadError(400, f"the {name} header is sent more than once")
             else:
                 headers[name] = f"{headers[name]}, {value}"
+        version = parser.get_http_version()
+        if version not in VERSIONS:
+            raise HeadError(505, "this server speaks HTTP/1.1 and HTTP/1.0", "bad_version")
+        body_length = _body_length(headers)
         target = self.url.decode("latin-1")
-        path, _, query = target.partition("?")
-        if not path.startswith("/"):
-            raise HeadError(400, "request target must be a path")
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            body_length = -1
-        else:
-            body_length = int(headers.get("content-length") or 0)
+        path, _, query = _origin_form(target).partition("?")
+        _check_host(headers.get("host"), version)
         return RequestHead(
             method=parser.get_method().decode("latin-1"),
             target=target,
             path=unquote(path) if "%" in path else path,
             query=parse_query(query),
             headers=headers,
-            version=parser.get_http_version(),
+            version=version,
             keep_alive=self.keep_alive,
             body_length=body_length,
             size=size,
         )
+
+
+def _origin_form(target: str) -> str:
+    """The path and query of a request target (origin-form or absolute-form)."""
+    if target.startswith("/"):
+        return target
+    authority = ABSOLUTE.match(target)
+    if authority is None:
+        raise HeadError(400, "request target must be a path or an http(s) URL")
+    rest = target[authority.end() :]
+    return rest if rest.startswith("/") else "/" + rest
+
+
+def _check_host(host: str | None, version: str) -> None:
+    """RFC 9112 section 3.2: an HTTP/1.1 request without Host, or with an invalid one, is 400."""
+    if host is None:
+        if version == "1.1":
+            raise HeadError(400, "an HTTP/1.1 request needs a Host header")
+    elif not HOST.fullmatch(host):
+        raise HeadError(400, f"the Host header {host[:100]!r} is not a host[:port]")
+
+
+def _body_length(headers: dict[str, str]) -> int:
+    """Content-Length, or -1 for a chunked body; 501 for another transfer coding (RFC 9112
+    section 6.1) and 417 for an expectation other than 100-continue (RFC 9110 section
+    10.1.1), whichever route the request is for."""
+    expect = headers.get("expect")
+    if expect is not None and expect.strip().lower() != "100-continue":
+        raise HeadError(417, f"Expect {expect[:100]!r} is not supported", "bad_expect")
+    transfer = headers.get("transfer-encoding")
+    if transfer is None:
+        return int(headers.get("content-length") or 0)
+    if transfer.strip().lower() != "chunked":
+        message = f"transfer coding {transfer[:100]!r} is not supported (only chunked)"
+        raise HeadError(501, message, "not_implemented")
+    return -1
 
 
 def parse_query(query: str) -> dict[str, str]:

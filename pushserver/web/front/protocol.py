@@ -7,9 +7,9 @@ away for a held stream. It serves publishes too (`publish.plan`), feeding their 
 protocol made for this connection on first need (`web.Server`, aiohttp's public protocol
 factory) over a `Conduit`; the front end reads nothing more until the app's outermost middleware
 reports that aiohttp's answer is complete. A request aiohttp gets with a chunked body leaves the
-connection to aiohttp for good. Before the next request the front end serves on the
-connection, aiohttp's protocol is told the connection is gone (`connection_lost`), which tears
-its handler down.
+connection to aiohttp for good, and its answer closes it (`app.json_errors`). Before the next
+request the front end serves on the connection, aiohttp's protocol is told the connection is
+gone (`connection_lost`), which tears its handler down.
 
 A request that is, by itself, the remembered head with the value the connection's kept
 object awaits (a long-poll client's re-poll at its channel's head), whether it is read on an
@@ -93,6 +93,8 @@ class Front:
     ) -> None:
         settings = state.settings
         self.state = state
+        self.guard = state.heads
+        """Counts the connections receiving a head (`heads.HeadGuard`)."""
         self.http = http
         self.handlers = handlers
         """Subscribe handlers by the path's first segment (`lp`, `stream`, `sse`, `ws`)."""
@@ -106,22 +108,17 @@ class Front:
         self.trusted = settings.trusted_networks
         self.access_log = settings.access_log
         self.connections: set[FrontProtocol] = set()
-        self.repeats = Repeats()
+        self.repeats = Repeats(settings.max_line_size)
         self.wheel = Wheel(self.loop)
         """The deadlines of every connection: idle waits and held polls' hold times."""
         self.answered: list[Answered] = []
         """Long-polls answered in this loop turn, to be done with after it (`after`)."""
 
     def route(self, path: str) -> Handler | None:
-        """The subscribe handler for `path` (`/{kind}/{channels}`), or None for aiohttp."""
+        """The subscribe handler for `path` (`/{kind}/{channels}`, whatever follows the kind's
+        slash: the handler refuses what is not a channel list), or None for aiohttp."""
         slash = path.find("/", 1)
-        if slash < 0:
-            return None
-        handler = self.handlers.get(path[1:slash])
-        channels = path[slash + 1 :]
-        if handler is None or not channels or "/" in channels:
-            return None
-        return handler
+        return None if slash < 0 else self.handlers.get(path[1:slash])
 
     def after(self, poll: Answered) -> None:
         """`poll.done()` once the current callback (a fan-out loop) has returned: every poll
@@ -147,6 +144,7 @@ class Front:
 
 class FrontProtocol(asyncio.Protocol):
     __slots__ = (
+        "blocked",
         "body_left",
         "bucket",
         "buffer",
@@ -181,6 +179,9 @@ class FrontProtocol(asyncio.Protocol):
         self.body_left = 0
         self.http_done = False
         self.paused = False
+        self.blocked = False
+        """The client is not reading its answers (the transport's buffer is over its high-water
+        mark): no further request is served until it is drained."""
         self.looping = False
         self.poll: Expiring | None = None
         """A long-poll (or a request body being read) held on this connection."""
@@ -210,8 +211,7 @@ class FrontProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         # Interned: the connections of one client address (a proxy, a NAT) share one string.
         self.peer = sys.intern(str(peer[0])) if isinstance(peer, tuple | list) else "-"
-        state = self.front.state
-        refused = state.heads.full(state, self.peer)
+        refused = self.front.guard.full(self.peer)
         if refused is not None:
             self.state = GONE
             self._write_closing(*answer.refusal(refused))
@@ -245,9 +245,8 @@ class FrontProtocol(asyncio.Protocol):
         self.buffer = self.buffer + data if self.buffer else data
         if self.state == HEAD:
             self._next()
-        elif not self.paused and len(self.buffer) > self.front.head_limit:
-            self.paused = True
-            self.transport.pause_reading()
+        elif len(self.buffer) > self.front.head_limit:
+            self._pause()
 
     def eof_received(self) -> bool | None:
         if self.http is not None:
@@ -255,12 +254,16 @@ class FrontProtocol(asyncio.Protocol):
         return None
 
     def pause_writing(self) -> None:
+        self.blocked = True
         if self.http is not None:
             self.http.pause_writing()
 
     def resume_writing(self) -> None:
+        self.blocked = False
         if self.http is not None:
             self.http.resume_writing()
+        if self.state == HEAD:
+            self._next()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._leave()
@@ -297,14 +300,20 @@ class FrontProtocol(asyncio.Protocol):
     def _serve_buffer(self) -> None:
         front = self.front
         while self.state == HEAD:
+            if self.blocked:  # pipelined requests wait, unread, until the answers drain
+                self._head_started()
+                self._pause()
+                return
             buf = self.buffer
             if buf.startswith(b"\r\n"):  # tolerated between requests, as aiohttp does
                 buf = self.buffer = buf.lstrip(b"\r\n")
             end = buf.find(HEAD_END)
             size = end + len(HEAD_END)
             if end < 0 and len(buf) <= front.head_limit:
-                if buf:  # a head begun; one read whole is served before anyone can count it
-                    self._head_started()
+                if b"\n\n" in buf:  # a head ended by bare LFs would wait for a CRLF forever
+                    self._refuse(400, "request lines must end with CRLF (RFC 9112 section 2.2)")
+                    return
+                self._head_started()  # until its head is whole, as a new connection is
                 self._resume()
                 return
             if end < 0 or size > front.head_limit:
@@ -326,7 +335,7 @@ class FrontProtocol(asyncio.Protocol):
             try:
                 head = front.heads.parse(raw)
             except HeadError as exc:
-                self._refuse(exc.status, exc.message)
+                self._refuse(exc.status, exc.message, exc.code)
                 return
             self._head_done()
             handler = front.route(head.path)
@@ -354,7 +363,7 @@ class FrontProtocol(asyncio.Protocol):
         """Serve `data`, all the connection has of its next request, when it is the remembered
         head with the value the kept object awaits; False when it is not."""
         kept, repeat = self.kept, self.repeat
-        if kept is None or repeat is None:
+        if kept is None or repeat is None or self.blocked:
             return False
         value = kept.awaits()
         if not repeat.holds(data, value):
@@ -380,14 +389,12 @@ class FrontProtocol(asyncio.Protocol):
     def _head_started(self) -> None:
         if not self.counted and self.state == HEAD:
             self.counted = True
-            state = self.front.state
-            state.heads.start(state, self.peer)
+            self.front.guard.start(self.peer)
 
     def _head_done(self) -> None:
         if self.counted:
             self.counted = False
-            state = self.front.state
-            state.heads.finish(state, self.peer)
+            self.front.guard.finish(self.peer)
 
     def _arm(self) -> None:
         """(Re)start the wait for the next head: `--request-timeout`."""
@@ -408,16 +415,22 @@ class FrontProtocol(asyncio.Protocol):
         elif self.poll is not None:
             self.poll.expire()
 
+    def _pause(self) -> None:
+        if not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+
     def _resume(self) -> None:
         if self.paused:
             self.paused = False
             self.transport.resume_reading()
 
-    def _refuse(self, status: int, message: str) -> None:
+    def _refuse(self, status: int, message: str, code: str = "bad_request") -> None:
         """A head the front end cannot route: answered with a JSON error, then closed."""
         self.state = GONE
         self._head_done()
-        code = "too_large" if status in (414, 431) else "bad_request"
+        if status in (414, 431):
+            code = "too_large"
         self._write_closing(status, [answer.JSON], error_body(code, message))
         self.transport.close()
 
@@ -645,6 +658,7 @@ class FrontProtocol(asyncio.Protocol):
         self.state = HEAD
         self._arm()
         if not self.buffer:  # the usual end of a long-poll: nothing sent yet
+            self._head_started()
             self._resume()
         elif not self._serve_kept(self.buffer):  # a re-poll sent early, or anything else
             self._next()

@@ -57,24 +57,16 @@ class Plan:
 
 def plan(head: RequestHead, settings: Settings) -> Plan | None:
     """The plan of a publish the front end serves itself; None for anything else on these
-    paths (other methods, a compressed body, an unknown `Expect`), which goes to aiohttp and
-    is answered as before."""
+    paths (other methods, a compressed body), which goes to aiohttp and is answered as before.
+    (The head's transfer coding and expectation were checked when it was parsed.)"""
     if head.method != "POST":
         return None
     path = head.path
-    if path != BATCH and not (
-        path.startswith(ONE) and len(path) > len(ONE) and "/" not in path[len(ONE) :]
-    ):
+    if path != BATCH and not path.startswith(ONE):  # `handle` refuses what is not a channel
         return None
     headers = head.headers
     coding = headers.get("content-encoding")
-    transfer = headers.get("transfer-encoding")
-    expect = headers.get("expect")
-    if not (
-        (coding is None or coding.lower() == "identity")
-        and (transfer is None or transfer.lower() == "chunked")
-        and (expect is None or expect.lower() == "100-continue")
-    ):
+    if coding is not None and coding.strip().lower() != "identity":
         return None
     batch = path == BATCH
     return Plan(
@@ -243,8 +235,8 @@ class Body:
 
     def feed(self, data: bytes) -> bytes:
         """Take the body's part of `data`; returns what follows the body."""
-        if self.failure is not None or not self.left:
-            return data
+        if self.failure is not None or not self.left or not data:
+            return data  # (no bytes is not an end: h11 would take it for the client's close)
         if self.chunked is None:
             part, rest = data[: self.left], data[self.left :]
             self.left -= len(part)

@@ -122,7 +122,7 @@ def backlog_after(state: ServerState, channels: list[LocalChannel], cursor: str)
 def parse_subscribe(state: ServerState, head: RequestHead, kind: str) -> Subscribe:
     """The subscription a head asks for (channels, history, token); raises PushError."""
     settings = state.settings
-    channels = parse_channels(head.path.rpartition("/")[2], settings.max_channels_per_subscription)
+    channels = parse_channels(head.path.split("/", 2)[2], settings.max_channels_per_subscription)
     history = int_param(head.query, "history", 0, 0, settings.history_size)
     expires = None
     if settings.subscribe_secret:
@@ -160,7 +160,7 @@ def admit(state: ServerState, kind: str, remote: str) -> None:
             "over_capacity", f"server holds its maximum of {settings.max_connections} connections"
         )
     per_ip = settings.max_connections_per_ip
-    if per_ip and hub.per_ip.get(remote, 0) - state.heads.per_ip.get(remote, 0) >= per_ip:
+    if per_ip and hub.per_ip.get(remote, 0) >= per_ip:
         hub.stats.limits_hit["max_connections_per_ip"] += 1
         raise TooMany(
             "too_many_connections", f"at most {per_ip} held connections per client address"
