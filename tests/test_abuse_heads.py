@@ -85,28 +85,39 @@ async def test_unfinished_heads_count_against_connection_limits(
             assert resp.status == 200
 
 
-@pytest.mark.parametrize(
-    ("setting", "status", "error"),
-    [
-        ("--max-connections", 503, "over_capacity"),
-        ("--max-connections-per-ip", 429, "too_many_connections"),
-    ],
-)
-async def test_kept_alive_connections_waiting_for_a_request_count_against_the_limits(
-    server_factory, setting, status, error
-):
-    """Three connections each answered once and kept alive fill a limit of 3: a fourth is
-    refused at once; when one closes, a new one is served."""
-    srv = server_factory(setting, "3")
-    idle = []
-    for n in range(3):
-        reader, writer = await asyncio.open_connection("127.0.0.1", srv.port)
-        writer.write(b"GET /lp/idle%d?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n" % n)
+async def _answered_and_idle(
+    port: int, n: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection that made one request, had its answer, and is kept alive."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /lp/idle%d?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n" % n)
+    assert (await reader.readuntil(b"\r\n")).startswith(b"HTTP/1.1 200")
+    await reader.readuntil(b"\r\n\r\n")
+    return reader, writer
+
+
+async def test_kept_alive_connections_make_room_for_new_ones(server_factory):
+    """Three kept-alive connections waiting for a request fill --max-connections 3 as
+    unfinished heads; a fourth connection closes the one that waited longest and is served."""
+    srv = server_factory("--max-connections", "3")
+    idle = [await _answered_and_idle(srv.port, n) for n in range(3)]
+    held = await stats(srv.url)  # on the oldest's place: it is closed to make room
+    assert held["connections"]["head"] == 2  # the other two; /stats's own is busy
+    assert await idle[0][0].read() == b""  # closed by the server, nothing more sent
+    for reader, writer in idle[1:]:
+        writer.write(b"GET /lp/again?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n")
         assert (await reader.readuntil(b"\r\n")).startswith(b"HTTP/1.1 200")
-        idle.append((reader, writer))
+        writer.close()
+
+
+async def test_kept_alive_connections_count_against_the_per_address_limit(server_factory):
+    """Three kept-alive connections from one address fill --max-connections-per-ip 3: a
+    fourth from it is refused at once; when one closes, a new one is served."""
+    srv = server_factory("--max-connections-per-ip", "3")
+    idle = [await _answered_and_idle(srv.port, n) for n in range(3)]
     async with aiohttp.ClientSession() as http:
         async with http.get(srv.url + "/lp/news?timeout=0") as resp:
-            assert (resp.status, (await resp.json())["error"]) == (status, error)
+            assert (resp.status, (await resp.json())["error"]) == (429, "too_many_connections")
         idle.pop()[1].close()
         deadline = asyncio.get_running_loop().time() + 20
         while True:  # the close is seen by the server a moment later

@@ -41,10 +41,14 @@ class HeadGuard:
         """Counted only under a per-address limit: a long-poll's kept-alive connection counts
         here between every two polls."""
 
+    def crowded(self) -> bool:
+        """Whether connections waiting for a head fill `--max-connections`."""
+        return self.counts.get(HEAD, 0) >= self.settings.max_connections
+
     def full(self, remote: str) -> PushError | None:
         """Why a new connection is refused: unfinished heads already fill a limit."""
         settings, hub = self.settings, self.hub
-        if self.counts.get(HEAD, 0) >= settings.max_connections:
+        if self.crowded():
             hub.stats.limits_hit["max_connections"] += 1
             return Unavailable("over_capacity", "too many connections with unfinished requests")
         per_ip = settings.max_connections_per_ip

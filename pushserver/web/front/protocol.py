@@ -108,6 +108,9 @@ class Front:
         self.trusted = settings.trusted_networks
         self.access_log = settings.access_log
         self.connections: set[FrontProtocol] = set()
+        self.resting: dict[FrontProtocol, None] = {}
+        """Kept-alive connections waiting for their next request, the longest waiting first
+        (`reclaim`)."""
         self.repeats = Repeats(settings.max_line_size)
         self.wheel = Wheel(self.loop)
         """The deadlines of every connection: idle waits and held polls' hold times."""
@@ -134,6 +137,14 @@ class Front:
                 poll.done()
             except Exception:  # one poll's failure is not the others'
                 log.exception("finishing an answered long-poll")
+
+    def reclaim(self) -> None:
+        """Close the kept-alive connection that has waited longest for its next request, to make
+        room for a new connection when waiting connections fill `--max-connections` (as nginx
+        frees its idle keep-alive connections when it runs short)."""
+        for conn in self.resting:
+            conn.close_resting()
+            return
 
     def close_idle(self) -> None:
         """Shutdown: close connections waiting for a request."""
@@ -162,6 +173,7 @@ class FrontProtocol(asyncio.Protocol):
         "published",
         "raw",
         "repeat",
+        "resting",
         "sink",
         "state",
         "task",
@@ -196,6 +208,8 @@ class FrontProtocol(asyncio.Protocol):
         self.peer = "-"
         self.counted = False
         """Whether this connection counts as one receiving a head (`heads.HeadGuard`)."""
+        self.resting = False
+        """Whether it is in `front.resting`: kept alive, waiting for its next request."""
         self.raw = b""
         """The head being served, while its handler runs (for `remember`)."""
         self.repeat: Repeat | None = None
@@ -211,7 +225,10 @@ class FrontProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         # Interned: the connections of one client address (a proxy, a NAT) share one string.
         self.peer = sys.intern(str(peer[0])) if isinstance(peer, tuple | list) else "-"
-        refused = self.front.guard.full(self.peer)
+        front = self.front
+        if front.resting and front.guard.crowded():
+            front.reclaim()
+        refused = front.guard.full(self.peer)
         if refused is not None:
             self.state = GONE
             self._write_closing(*answer.refusal(refused))
@@ -223,6 +240,8 @@ class FrontProtocol(asyncio.Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
+        if self.resting:
+            self._stir()
         if self.state == PIPE:
             assert self.http is not None
             self.http.data_received(data)
@@ -277,6 +296,7 @@ class FrontProtocol(asyncio.Protocol):
     def _leave(self) -> None:
         """This protocol is done with the connection (lost, or given away)."""
         self.state = GONE
+        self._stir()
         self._let_go_kept()
         self._head_done()
         self.front.connections.discard(self)
@@ -313,7 +333,10 @@ class FrontProtocol(asyncio.Protocol):
                 if b"\n\n" in buf:  # a head ended by bare LFs would wait for a CRLF forever
                     self._refuse(400, "request lines must end with CRLF (RFC 9112 section 2.2)")
                     return
-                self._head_started()  # until its head is whole, as a new connection is
+                if buf:
+                    self._head_started()  # until its head is whole, as a new connection is
+                else:
+                    self._rest()  # a request was answered and nothing follows it yet
                 self._resume()
                 return
             if end < 0 or size > front.head_limit:
@@ -390,6 +413,25 @@ class FrontProtocol(asyncio.Protocol):
         if not self.counted and self.state == HEAD:
             self.counted = True
             self.front.guard.start(self.peer)
+
+    def _rest(self) -> None:
+        """Wait for the next request on a kept-alive connection: counted as a head (a socket
+        held like any other), and the first to go when the server needs room (`reclaim`)."""
+        self._head_started()
+        if not self.resting and self.state == HEAD:
+            self.resting = True
+            self.front.resting[self] = None
+
+    def _stir(self) -> None:
+        if self.resting:
+            self.resting = False
+            del self.front.resting[self]
+
+    def close_resting(self) -> None:
+        """Close this connection, kept alive and waiting for a request, to make room; it no
+        longer counts from now on (`Front.reclaim`)."""
+        self._leave()
+        self.transport.close()
 
     def _head_done(self) -> None:
         if self.counted:
@@ -658,7 +700,7 @@ class FrontProtocol(asyncio.Protocol):
         self.state = HEAD
         self._arm()
         if not self.buffer:  # the usual end of a long-poll: nothing sent yet
-            self._head_started()
+            self._rest()
             self._resume()
         elif not self._serve_kept(self.buffer):  # a re-poll sent early, or anything else
             self._next()
