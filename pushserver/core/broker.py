@@ -60,9 +60,9 @@ class Sink(Protocol):
 class Broker(Protocol):
     name: str
     unstarted: str
-    """The unstarted epoch of the broker's current generation (`core.positions.unstarted`):
-    every epoch it holds began in this generation, so a cursor at (`unstarted`, 0) missed none
-    of its messages."""
+    """The unstarted epoch of the broker's current generation, untagged
+    (`core.positions.unstarted`): every epoch it holds began in this generation, after the
+    unstarted epoch `core.positions.born` names."""
 
     @property
     def healthy(self) -> bool:
@@ -108,6 +108,10 @@ class Broker(Protocol):
 
     def release(self, names: Sequence[str]) -> None:
         """A subscription on these channels ended (a shared broker may stop listening)."""
+
+    def dropped(self, name: str) -> None:
+        """The hub's idle sweep dropped `name`, which had messages. Where the sink is the whole
+        truth (memory) its epoch is gone, and its next unstarted epoch must differ."""
 
     async def info(self, name: str) -> ChannelInfo | None:
         """The channel's state for GET /channels, or None if it does not exist."""

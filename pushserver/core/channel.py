@@ -53,8 +53,9 @@ class Channel(Generic[S, W]):
         """Multi-channel subscribers (streams and polls) that include this channel."""
         self.idle_since = time.monotonic()
         self.born: str | None = None
-        """The unstarted epoch of the broker generation this epoch began in: a cursor at
-        (`born`, 0) was taken before the channel's first message and missed nothing of it."""
+        """The unstarted epoch this epoch began after (`core.positions.born`): a cursor at
+        (`born`, 0) was taken before its first message, after any earlier epoch of the channel
+        ended, and missed nothing."""
 
     @property
     def unstarted(self) -> bool:
@@ -98,7 +99,7 @@ class Channel(Generic[S, W]):
             return []  # caught up: the usual re-poll, without a pass over the history
         sent = [m for m in self.history if m.id <= self.sent_id]
         if position is None:
-            return list(sent[len(sent) - history :]) if history > 0 else []
+            return list(sent[-history:]) if history > 0 else []
         epoch, seen = position
         if seen == 0 and epoch == self.born:
             epoch = self.epoch  # joined before the first message of this epoch: nothing missed

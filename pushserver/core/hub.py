@@ -29,7 +29,7 @@ from ..wire.framing import Framing, longpoll_body
 from .broker import Broker, ChannelInfo, Item
 from .channel import Channel
 from .messages import Event, Message, control
-from .positions import Position
+from .positions import Position, born
 from .subscription import Bound, LocalChannel, StreamSubscriber, Waiter, bounded
 
 log = logging.getLogger("pushserver.hub")
@@ -182,7 +182,7 @@ class Hub:
     def _hold(self, name: str, epoch: str, last_id: int) -> LocalChannel:
         """A channel held here from now on, in an epoch of the broker's current generation."""
         ch = self.channels[name] = Channel(name, epoch, self.history_size, last_id)
-        ch.born = self.broker.unstarted
+        ch.born = born(self.broker.unstarted, epoch)
         return ch
 
     def load(self, name: str, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
@@ -195,7 +195,7 @@ class Hub:
         if ch is None:  # dropped by the idle sweep meanwhile; nobody is held on it
             ch = self._hold(message.channel, message.epoch, message.id - 1)
         if ch.epoch != message.epoch:  # an unstarted channel's first message gives it its epoch
-            ch.epoch, ch.born = message.epoch, self.broker.unstarted
+            ch.epoch, ch.born = message.epoch, born(self.broker.unstarted, message.epoch)
         ch.last_id = message.id
         ch.history.append(message)
         ch.expire(self.history_ttl, message.ts)
@@ -213,7 +213,7 @@ class Hub:
         if epoch != ch.epoch:
             log.debug("channel %r: new epoch %s (history lost)", name, epoch)
         ch.reset(epoch, last_id)
-        ch.born = self.broker.unstarted
+        ch.born = born(self.broker.unstarted, epoch)
         ch.history.extend(m for m in messages if m.id <= last_id)
         ch.expire(self.history_ttl)
         self._announce(ch, ch.backlog(position, 0))
@@ -236,7 +236,8 @@ class Hub:
 
     async def sweep(self, idle_after: float) -> int:
         """Drop channels with no subscribers and no history that have been idle a while (at
-        once if never published to), `SWEEP_SLICE` at a time with a loop turn between slices."""
+        once if never published to), `SWEEP_SLICE` at a time with a loop turn between slices.
+        The broker hears of each started one: its epoch ended here."""
         dropped = 0
         async for names in _slices(list(self.channels), SWEEP_SLICE):
             now, mono = time.time(), time.monotonic()
@@ -244,6 +245,8 @@ class Hub:
                 ch = self.channels.get(name)
                 if ch is not None and self._idle(ch, now, mono - idle_after):
                     del self.channels[name]
+                    if not ch.unstarted:
+                        self.broker.dropped(name)
                     dropped += 1
         return dropped
 

@@ -18,15 +18,36 @@ EPOCH_RE = re.compile(r"[A-Za-z0-9]{1,32}")
 ID_RE = re.compile(r"[0-9]{1,18}")
 UNSTARTED_PREFIX = "u"
 """Starts the epoch of a channel nobody has published to, so a subscribe to an empty channel
-needs no lasting state. Real epochs are hex and never start with it."""
+needs no lasting state. Real epochs start with hex and never with it."""
+_HEX = "0123456789abcdef"
 
 
-def unstarted(generation: str) -> str:
-    """The unstarted epoch of a broker's generation (a memory broker's process, a Redis
-    database's life): a position (`unstarted(g)`, 0) means "before the first message" of a channel
-    whose first epoch began in generation `g`. A cursor from another generation (the server
-    restarted, Redis lost its data) is another epoch, so what it missed is announced as a gap."""
-    return UNSTARTED_PREFIX + generation
+def unstarted(generation: str, tag: str = "") -> str:
+    """An unstarted epoch of a broker's generation (a memory broker's process, a Redis
+    database's life, named in hex): a position (`unstarted(g, tag)`, 0) means "before the first
+    message". A cursor from another generation (the server restarted, Redis lost its data) is
+    another epoch, so what it missed is announced as a gap.
+
+    A channel can also lose an epoch within a generation (dropped when idle, its Redis keys
+    expired). `tag` (`epoch_tag`) tells the unstarted epochs of one channel apart: the broker
+    changes it for a channel whose epoch may have ended, and every epoch carries the tag of the
+    unstarted epoch it began after (`born`), so a cursor from before an earlier epoch never
+    passes for one taken before this one."""
+    return UNSTARTED_PREFIX + generation + tag
+
+
+def epoch_tag(forgotten: int, ended: int) -> str:
+    """The tag of a channel's unstarted epoch: `g` and how many names of its slot the broker has
+    forgotten, `n` and how many epochs of it the broker counts, in hex; empty for the common
+    case (nothing of either). Starts with a letter that is not hex, so `born` can find it."""
+    return (f"g{forgotten:x}" if forgotten else "") + (f"n{ended:x}" if ended else "")
+
+
+def born(untagged: str, epoch: str) -> str:
+    """The unstarted epoch a cursor held if it was taken before `epoch`'s first message:
+    `untagged`, the generation's (`unstarted(g)`), with `epoch`'s tag. An unstarted epoch of
+    the generation is its own."""
+    return untagged + epoch.removeprefix(UNSTARTED_PREFIX).lstrip(_HEX)
 
 
 def is_unstarted(epoch: str) -> bool:

@@ -35,10 +35,17 @@ def shape(events: list) -> list:
 
 
 @pytest.mark.parametrize(
-    ("history", "ids"), [(0, []), (2, [4, 5]), (3, [3, 4, 5]), (10, [3, 4, 5])]
+    ("history", "ids"),
+    [(0, []), (2, [4, 5]), (3, [3, 4, 5]), (4, [3, 4, 5]), (5, [3, 4, 5]), (10, [3, 4, 5])],
 )
 def test_no_cursor_gives_the_last_n_buffered(history, ids):
     assert shape(channel(sent=5).backlog(None, history)) == ids
+
+
+@pytest.mark.parametrize("history", range(4, 11))
+def test_asking_for_more_than_is_buffered_gives_everything_buffered(history):
+    """4 of 10 buffered: any N from 4 to the history size gives all 4, never a tail of them."""
+    assert shape(channel(sent=4, size=10).backlog(None, history)) == [1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(

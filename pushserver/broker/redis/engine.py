@@ -36,8 +36,10 @@ from .coalesce import Coalescer
 from .link import BATCH, CLOSE_TIMEOUT, DOWN_ERRORS, Link
 from .pipe import Pipe, Script
 from .scripts import (
+    FORGOTTEN_KEY,
     GENERATION_KEY,
     PUBLISH_LUA,
+    STARTS_KEY,
     SYNC_LUA,
     history_key,
     idempotency_key,
@@ -53,6 +55,9 @@ GRACE = 3.0
 CONFIRM_TIMEOUT = 5.0
 META_TTL_MIN = 86400.0
 """A channel's epoch and id counter outlive its history, so an old cursor gets an exact gap."""
+NAMES_KEPT = 1 << 16
+"""Channels whose epochs Redis counts by name (`scripts.STARTS_KEY`): about 100 bytes and the
+name each."""
 RETRY_AFTER = 2
 POOL_SIZE = 32
 """Redis connections per process for reads; publishes have a connection of their own (`pipe`)."""
@@ -198,10 +203,12 @@ class RedisBroker(Reporting):
             self.meta_ms,
             repr(time.time()),
             self.topic_prefix,
+            NAMES_KEPT,
         ]
         for name, data, key in items:
             keys += (meta_key(name), history_key(name), idempotency_key(name, key or ""))
             args += (name, data, key or "")
+        keys += (STARTS_KEY, FORGOTTEN_KEY)
         assigned: list[Any] = await self._pipe.script(self._publish, keys, args)
         return assigned
 
@@ -240,6 +247,9 @@ class RedisBroker(Reporting):
             rec = self.records.get(name)
             if rec is not None:
                 self._touch(rec)
+
+    def dropped(self, name: str) -> None:
+        return None  # the epoch lives on in Redis (its expiry is counted there: PUBLISH_LUA)
 
     async def info(self, name: str) -> ChannelInfo | None:
         rec = self.records.get(name)
@@ -357,8 +367,8 @@ class RedisBroker(Reporting):
             for rec in records:
                 rec.order.done_reading()
         again = []
-        for rec, asked, (found, last, entries) in zip(records, froms, results, strict=True):
-            current: bytes = found or self.unstarted.encode()  # never published to: no keys
+        for rec, asked, (found, last, entries, tag) in zip(records, froms, results, strict=True):
+            current: bytes = found or self.unstarted.encode() + tag  # no keys: unstarted
             ordered = reversed(entries) if asked[1] < 0 else entries
             messages = self._messages(rec.name, current, ordered)
             if rec.order.apply(asked, current.decode(), int(last), messages):
@@ -381,8 +391,9 @@ class RedisBroker(Reporting):
     def _sync_calls(self, records: Sequence[Listen], froms: Sequence[tuple[str, int]]) -> Pipeline:
         pipe = self.client.pipeline(transaction=False)
         for rec, (epoch, after) in zip(records, froms, strict=True):
-            keys = (meta_key(rec.name), history_key(rec.name))
-            pipe.evalsha(self._sync.sha, 2, *keys, self.meta_ms, after, self.history_size, epoch)
+            keys = (meta_key(rec.name), history_key(rec.name), STARTS_KEY, FORGOTTEN_KEY)
+            args = (self.meta_ms, after, self.history_size, epoch, rec.name)
+            pipe.evalsha(self._sync.sha, len(keys), *keys, *args)
         return pipe
 
     @staticmethod
