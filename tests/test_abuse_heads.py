@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 
 import aiohttp
 import pytest
@@ -91,8 +92,11 @@ async def _answered_and_idle(
     """A connection that made one request, had its answer, and is kept alive."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(b"GET /lp/idle%d?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n" % n)
-    assert (await reader.readuntil(b"\r\n")).startswith(b"HTTP/1.1 200")
-    await reader.readuntil(b"\r\n\r\n")
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200")
+    length = re.search(rb"\r\nContent-Length: (\d+)\r\n", head)
+    assert length is not None
+    await reader.readexactly(int(length[1]))
     return reader, writer
 
 
