@@ -106,7 +106,7 @@ async def test_kept_alive_connections_make_room_for_new_ones(server_factory):
     srv = server_factory("--max-connections", "3")
     idle = [await _answered_and_idle(srv.port, n) for n in range(3)]
     held = await stats(srv.url)  # on the oldest's place: it is closed to make room
-    assert held["connections"]["head"] == 2  # the other two; /stats's own is busy
+    assert held["connections"]["idle"] == 2  # the other two; /stats's own is busy
     assert await idle[0][0].read() == b""  # closed by the server, nothing more sent
     for reader, writer in idle[1:]:
         writer.write(b"GET /lp/again?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -46,6 +46,7 @@ async def channel_info(request: web.Request) -> web.Response:
 def stats(state: ServerState) -> dict[str, Any]:
     hub = state.hub
     connections = {t: hub.connections.get(t, 0) for t in (*TRANSPORTS, "head")}
+    connections["idle"] = len(state.heads.resting)
     connections["total"] = sum(connections.values())
     return {
         "version": __version__,

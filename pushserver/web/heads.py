@@ -31,19 +31,25 @@ with its request unread would reset the connection and could lose the answer."""
 class HeadGuard:
     """Unfinished heads per client address; the total is the hub's `HEAD` count."""
 
-    __slots__ = ("counts", "hub", "per_ip", "settings")
+    __slots__ = ("by_address", "counts", "hub", "per_ip", "resting", "settings")
 
     def __init__(self, hub: Hub, settings: Settings) -> None:
         self.hub = hub
         self.settings = settings
         self.counts = hub.connections
+        self.by_address = bool(settings.max_connections_per_ip)
+        """Whether `per_ip` is kept (only a per-address limit needs it)."""
         self.per_ip: dict[str, int] = {}
-        """Counted only under a per-address limit: a long-poll's kept-alive connection counts
-        here between every two polls."""
+        """Unfinished heads and resting connections per address, counted only under a
+        per-address limit: a long-poll's kept-alive connection rests between every two polls."""
+        self.resting: dict[object, None] = {}
+        """Kept-alive connections waiting for their next request, the longest waiting first:
+        they count as unfinished heads, and are the first to go when those fill
+        `--max-connections` (`FrontProtocol._rest`, `Front.reclaim`)."""
 
     def crowded(self) -> bool:
         """Whether connections waiting for a head fill `--max-connections`."""
-        return self.counts.get(HEAD, 0) >= self.settings.max_connections
+        return self.counts.get(HEAD, 0) + len(self.resting) >= self.settings.max_connections
 
     def full(self, remote: str) -> PushError | None:
         """Why a new connection is refused: unfinished heads already fill a limit."""
@@ -66,14 +72,21 @@ class HeadGuard:
         """Count an unfinished head (in the hub's counts by kind, not as a held connection)."""
         counts = self.counts
         counts[HEAD] = counts.get(HEAD, 0) + 1
-        if self.settings.max_connections_per_ip:
-            self.per_ip[remote] = self.per_ip.get(remote, 0) + 1
+        if self.by_address:
+            self.enter(remote)
 
     def finish(self, remote: str) -> None:
         self.counts[HEAD] -= 1
-        if self.settings.max_connections_per_ip:
-            left = self.per_ip[remote] - 1
-            if left > 0:
-                self.per_ip[remote] = left
-            else:
-                del self.per_ip[remote]
+        if self.by_address:
+            self.leave(remote)
+
+    def enter(self, remote: str) -> None:
+        """One more unfinished head or resting connection from `remote` (`by_address` only)."""
+        self.per_ip[remote] = self.per_ip.get(remote, 0) + 1
+
+    def leave(self, remote: str) -> None:
+        left = self.per_ip[remote] - 1
+        if left > 0:
+            self.per_ip[remote] = left
+        else:
+            del self.per_ip[remote]

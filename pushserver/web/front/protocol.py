@@ -108,9 +108,6 @@ class Front:
         self.trusted = settings.trusted_networks
         self.access_log = settings.access_log
         self.connections: set[FrontProtocol] = set()
-        self.resting: dict[FrontProtocol, None] = {}
-        """Kept-alive connections waiting for their next request, the longest waiting first
-        (`reclaim`)."""
         self.repeats = Repeats(settings.max_line_size)
         self.wheel = Wheel(self.loop)
         """The deadlines of every connection: idle waits and held polls' hold times."""
@@ -142,8 +139,8 @@ class Front:
         """Close the kept-alive connection that has waited longest for its next request, to make
         room for a new connection when waiting connections fill `--max-connections` (as nginx
         frees its idle keep-alive connections when it runs short)."""
-        for conn in self.resting:
-            conn.close_resting()
+        for conn in self.guard.resting:
+            cast(FrontProtocol, conn).close_resting()
             return
 
     def close_idle(self) -> None:
@@ -209,7 +206,7 @@ class FrontProtocol(asyncio.Protocol):
         self.counted = False
         """Whether this connection counts as one receiving a head (`heads.HeadGuard`)."""
         self.resting = False
-        """Whether it is in `front.resting`: kept alive, waiting for its next request."""
+        """Whether it is kept alive, waiting for its next request (`HeadGuard.resting`)."""
         self.raw = b""
         """The head being served, while its handler runs (for `remember`)."""
         self.repeat: Repeat | None = None
@@ -226,7 +223,7 @@ class FrontProtocol(asyncio.Protocol):
         # Interned: the connections of one client address (a proxy, a NAT) share one string.
         self.peer = sys.intern(str(peer[0])) if isinstance(peer, tuple | list) else "-"
         front = self.front
-        if front.resting and front.guard.crowded():
+        if front.guard.resting and front.guard.crowded():
             front.reclaim()
         refused = front.guard.full(self.peer)
         if refused is not None:
@@ -415,17 +412,23 @@ class FrontProtocol(asyncio.Protocol):
             self.front.guard.start(self.peer)
 
     def _rest(self) -> None:
-        """Wait for the next request on a kept-alive connection: counted as a head (a socket
-        held like any other), and the first to go when the server needs room (`reclaim`)."""
-        self._head_started()
+        """Wait for the next request on a kept-alive connection: counted with the unfinished
+        heads (a socket held like any other), and the first to go when the server needs room
+        (`Front.reclaim`)."""
         if not self.resting and self.state == HEAD:
             self.resting = True
-            self.front.resting[self] = None
+            guard = self.front.guard
+            guard.resting[self] = None
+            if guard.by_address:
+                guard.enter(self.peer)
 
     def _stir(self) -> None:
         if self.resting:
             self.resting = False
-            del self.front.resting[self]
+            guard = self.front.guard
+            del guard.resting[self]
+            if guard.by_address:
+                guard.leave(self.peer)
 
     def close_resting(self) -> None:
         """Close this connection, kept alive and waiting for a request, to make room; it no
