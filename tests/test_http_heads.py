@@ -16,11 +16,13 @@ import pytest
 from .abuse import stats
 
 HOST = b"Host: x\r\n"
+HEAD_END = b"\r\n\r\n"
 
 
-async def exchange(port: int, data: bytes, *, pause: bytes = b"") -> bytes:
+async def exchange(port: int, data: bytes, *, pause: bytes = b"", expect: int = 0) -> bytes:
     """Send `data` (then `pause`'s bytes in a second write, once the first answer began or a
-    moment passed) and read until the server closes or goes quiet for 2 s."""
+    moment passed) and read until the server closes, `expect` whole answers came, or it goes
+    quiet for 2 s."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(data)
     got = b""
@@ -29,22 +31,27 @@ async def exchange(port: int, data: bytes, *, pause: bytes = b"") -> bytes:
             got = await asyncio.wait_for(reader.read(65536), 0.3)
         writer.write(pause)
     with contextlib.suppress(TimeoutError, ConnectionError):
-        while chunk := await asyncio.wait_for(reader.read(65536), 2):
+        while not (expect and len(answers(got)) >= expect):
+            chunk = await asyncio.wait_for(reader.read(65536), 2)
+            if not chunk:
+                break
             got += chunk
     writer.close()
     return got
 
 
 def answers(raw: bytes) -> list[tuple[int, dict[str, str], bytes]]:
-    """The answers in `raw`, each (status, headers, body), with Content-Length bodies."""
+    """The whole answers in `raw`, each (status, headers, body), with Content-Length bodies."""
     out = []
-    while raw:
-        head, _, raw = raw.partition(b"\r\n\r\n")
+    while HEAD_END in raw:
+        head, _, rest = raw.partition(HEAD_END)
         lines = head.decode("latin-1").split("\r\n")
         headers = dict(line.split(": ", 1) for line in lines[1:])
         size = int(headers.get("Content-Length", 0))
-        out.append((int(lines[0].split()[1]), headers, raw[:size]))
-        raw = raw[size:]
+        if len(rest) < size:
+            break
+        out.append((int(lines[0].split()[1]), headers, rest[:size]))
+        raw = rest[size:]
     return out
 
 
@@ -61,13 +68,15 @@ def port(shared_server):
 
 async def test_a_chunked_publish_whose_head_comes_alone_is_published(port):
     head = b"POST /pub/chunky HTTP/1.1\r\n" + HOST + b"Transfer-Encoding: chunked\r\n\r\n"
-    got = answers(await exchange(port, head, pause=b'4\r\n"hi"\r\n0\r\n\r\n'))
+    got = answers(await exchange(port, head, pause=b'4\r\n"hi"\r\n0\r\n\r\n', expect=1))
     assert [status for status, _, _ in got] == [201]
     expect = head.replace(b"\r\n\r\n", b"\r\nExpect: 100-continue\r\n\r\n")
-    raw = await exchange(port, expect, pause=b'4\r\n"ho"\r\n0\r\n\r\n')
+    raw = await exchange(port, expect, pause=b'4\r\n"ho"\r\n0\r\n\r\n', expect=2)
     assert raw.startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
     assert [status for status, _, _ in answers(raw[25:])] == [201]
-    raw = await exchange(port, b"GET /lp/chunky?history=2&timeout=0 HTTP/1.1\r\n" + HOST + b"\r\n")
+    raw = await exchange(
+        port, b"GET /lp/chunky?history=2&timeout=0 HTTP/1.1\r\n" + HOST + b"\r\n", expect=1
+    )
     assert [m["data"] for m in json.loads(answers(raw)[0][2])["messages"]] == ['"hi"', '"ho"']
 
 
@@ -79,19 +88,21 @@ async def test_a_cursor_inside_another_parameter_is_not_taken_for_the_cursor(por
             async with http.post(f"http://127.0.0.1:{port}/pub/rq", json=n) as resp:
                 assert resp.status == 201
     status, _, body = answers(
-        await exchange(port, b"GET /lp/rq?a=b?cursor=1&timeout=0 HTTP/1.1\r\n" + HOST + b"\r\n")
+        await exchange(
+            port, b"GET /lp/rq?a=b?cursor=1&timeout=0 HTTP/1.1\r\n" + HOST + b"\r\n", expect=1
+        )
     )[0]
     assert (status, json.loads(body)["messages"]) == (200, [])
     epoch = json.loads(body)["cursor"].split(":")[1]
     at_head, at_start = f"rq:{epoch}:3".encode(), f"rq:{epoch}:0".encode()
     first = b"GET /lp/rq?a=x?cursor=%b&cursor=%b&timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n"
-    raw = await exchange(port, first % (at_head, at_head) + first % (at_start, at_head))
+    raw = await exchange(port, first % (at_head, at_head) + first % (at_start, at_head), expect=2)
     assert [json.loads(body)["messages"] for _, _, body in answers(raw)] == [[], []]
 
 
 async def test_a_repeated_poll_is_held_to_the_line_limit(port):
     poll = b"GET /lp/long?cursor=%b&timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n"
-    raw = await exchange(port, poll % b"long:u0:0" + poll % (b"k" * 9000))
+    raw = await exchange(port, poll % b"long:u0:0" + poll % (b"k" * 9000), expect=2)
     got = answers(raw)
     assert got[0][0] == 200
     assert error(got[1]) == (414, "too_large")
@@ -132,7 +143,7 @@ async def test_a_repeated_poll_is_held_to_the_line_limit(port):
 async def test_heads_outside_the_rfcs_get_a_json_refusal(port, request_, status, code):
     """Whichever route: a JSON error, and for a head refused before routing, the connection
     closed after it (what follows is not read as a request)."""
-    raw = await exchange(port, request_ + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    raw = await exchange(port, request_ + b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", expect=2)
     got = answers(raw)
     assert error(got[0]) == (status, code)
     if status in (417, 501, 505) or code == "bad_request":
@@ -144,7 +155,7 @@ async def test_heads_the_rfcs_allow_are_served(port):
     aiohttp_route = b"GET HTTP://x/healthz HTTP/1.1\r\nHost: x\r\n\r\n"
     legacy = b"GET /lp/abs?timeout=0 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"
     empty_host = b"GET /lp/abs?timeout=0 HTTP/1.1\r\nHost:\r\n\r\n"
-    got = answers(await exchange(port, absolute + aiohttp_route + legacy + empty_host))
+    got = answers(await exchange(port, absolute + aiohttp_route + legacy + empty_host, expect=4))
     assert [status for status, _, _ in got] == [200] * 4
 
 
@@ -159,7 +170,9 @@ async def test_a_chunked_request_aiohttp_answers_closes_its_connection(port):
         await exchange(port, chunked + b"GET /lp/pz?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n")
     )
     assert [(status, headers.get("Connection")) for status, headers, _ in got] == [(200, "close")]
-    got = answers(await exchange(port, b"GET /lp/pz?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n"))
+    got = answers(
+        await exchange(port, b"GET /lp/pz?timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n", expect=1)
+    )
     assert [status for status, _, _ in got] == [200]
 
 
