@@ -117,3 +117,8 @@ async def test_sse_last_event_id_and_cursor_precedence(server):
         ) as r:
             event_id, data = await first_sse_event(r)
         assert b'"data":0' in data
+        async with s.get(  # an empty ?cursor= is as if not given
+            f"{server.url}/sse/le", params={"cursor": ""}, headers={"Last-Event-ID": first}
+        ) as r:
+            event_id, data = await first_sse_event(r)
+        assert b'"data":1' in data
