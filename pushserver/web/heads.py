@@ -12,7 +12,7 @@ an unfinished head too. `--request-timeout` ends a head that takes too long.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..core.errors import PushError, TooMany, Unavailable
 from .proxies import is_trusted
@@ -28,8 +28,17 @@ LINGER = 2.0
 with its request unread would reset the connection and could lose the answer."""
 
 
+class Resting(Protocol):
+    """A kept-alive connection waiting for its next request, as the guard sees it."""
+
+    def close_resting(self) -> None:
+        """Close it to make room; it no longer counts from now on."""
+        ...
+
+
 class HeadGuard:
-    """Unfinished heads per client address; the total is the hub's `HEAD` count."""
+    """Unfinished heads (the hub's `HEAD` count) and resting connections, per client address
+    too under a per-address limit."""
 
     __slots__ = ("by_address", "counts", "hub", "per_ip", "resting", "settings")
 
@@ -42,10 +51,10 @@ class HeadGuard:
         self.per_ip: dict[str, int] = {}
         """Unfinished heads and resting connections per address, counted only under a
         per-address limit: a long-poll's kept-alive connection rests between every two polls."""
-        self.resting: dict[object, None] = {}
+        self.resting: dict[Resting, None] = {}
         """Kept-alive connections waiting for their next request, the longest waiting first:
         they count as unfinished heads, and are the first to go when those fill
-        `--max-connections` (`FrontProtocol._rest`, `Front.reclaim`)."""
+        `--max-connections` (`reclaim`)."""
 
     def crowded(self) -> bool:
         """Whether connections waiting for a head fill `--max-connections`."""
@@ -79,6 +88,25 @@ class HeadGuard:
         self.counts[HEAD] -= 1
         if self.by_address:
             self.leave(remote)
+
+    def rest(self, conn: Resting, remote: str) -> None:
+        """`conn`, kept alive, waits for its next request (`stir` when that wait ends)."""
+        self.resting[conn] = None
+        if self.by_address:
+            self.enter(remote)
+
+    def stir(self, conn: Resting, remote: str) -> None:
+        del self.resting[conn]
+        if self.by_address:
+            self.leave(remote)
+
+    def reclaim(self) -> None:
+        """Close the connection that has rested longest, to make room for a new connection
+        when waiting connections fill `--max-connections` (as nginx frees its idle keep-alive
+        connections when it runs short)."""
+        for conn in self.resting:
+            conn.close_resting()
+            return
 
     def enter(self, remote: str) -> None:
         """One more unfinished head or resting connection from `remote` (`by_address` only)."""

@@ -126,13 +126,14 @@ class HeadParser:
     def _head(self, size: int) -> RequestHead:
         parser = self.parser
         if len(self.url) > self.max_line:
-            raise HeadError(414, f"request target longer than {self.max_line} bytes")
+            raise HeadError(414, f"request target longer than {self.max_line} bytes", "too_large")
         if len(self.fields) > self.max_fields:
-            raise HeadError(431, f"more than {self.max_fields} header lines")
+            raise HeadError(431, f"more than {self.max_fields} header lines", "too_large")
         headers: dict[str, str] = {}
         for raw_name, raw_value in self.fields:
             if len(raw_name) + len(raw_value) > self.max_field:
-                raise HeadError(431, f"request header longer than {self.max_field} bytes")
+                message = f"request header longer than {self.max_field} bytes"
+                raise HeadError(431, message, "too_large")
             name = raw_name.decode("latin-1").lower()
             value = raw_value.decode("latin-1")
             if name not in headers:
@@ -144,6 +145,7 @@ class HeadParser:
         version = parser.get_http_version()
         if version not in VERSIONS:
             raise HeadError(505, "this server speaks HTTP/1.1 and HTTP/1.0", "bad_version")
+        _check_expect(headers.get("expect"))
         body_length = _body_length(headers)
         target = self.url.decode("latin-1")
         path, _, query = _origin_form(target).partition("?")
@@ -181,13 +183,16 @@ def _check_host(host: str | None, version: str) -> None:
         raise HeadError(400, f"the Host header {host[:100]!r} is not a host[:port]")
 
 
-def _body_length(headers: dict[str, str]) -> int:
-    """Content-Length, or -1 for a chunked body; 501 for another transfer coding (RFC 9112
-    section 6.1) and 417 for an expectation other than 100-continue (RFC 9110 section
-    10.1.1), whichever route the request is for."""
-    expect = headers.get("expect")
+def _check_expect(expect: str | None) -> None:
+    """417 for an expectation other than 100-continue (RFC 9110 section 10.1.1), whichever
+    route the request is for."""
     if expect is not None and expect.strip().lower() != "100-continue":
         raise HeadError(417, f"Expect {expect[:100]!r} is not supported", "bad_expect")
+
+
+def _body_length(headers: dict[str, str]) -> int:
+    """Content-Length, or -1 for a chunked body; 501 for another transfer coding (RFC 9112
+    section 6.1), whichever route the request is for."""
     transfer = headers.get("transfer-encoding")
     if transfer is None:
         return int(headers.get("content-length") or 0)

@@ -135,14 +135,6 @@ class Front:
             except Exception:  # one poll's failure is not the others'
                 log.exception("finishing an answered long-poll")
 
-    def reclaim(self) -> None:
-        """Close the kept-alive connection that has waited longest for its next request, to make
-        room for a new connection when waiting connections fill `--max-connections` (as nginx
-        frees its idle keep-alive connections when it runs short)."""
-        for conn in self.guard.resting:
-            cast(FrontProtocol, conn).close_resting()
-            return
-
     def close_idle(self) -> None:
         """Shutdown: close connections waiting for a request."""
         for conn in list(self.connections):
@@ -222,10 +214,10 @@ class FrontProtocol(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         # Interned: the connections of one client address (a proxy, a NAT) share one string.
         self.peer = sys.intern(str(peer[0])) if isinstance(peer, tuple | list) else "-"
-        front = self.front
-        if front.guard.resting and front.guard.crowded():
-            front.reclaim()
-        refused = front.guard.full(self.peer)
+        guard = self.front.guard
+        if guard.resting and guard.crowded():
+            guard.reclaim()
+        refused = guard.full(self.peer)
         if refused is not None:
             self.state = GONE
             self._write_closing(*answer.refusal(refused))
@@ -328,7 +320,11 @@ class FrontProtocol(asyncio.Protocol):
             size = end + len(HEAD_END)
             if end < 0 and len(buf) <= front.head_limit:
                 if b"\n\n" in buf:  # a head ended by bare LFs would wait for a CRLF forever
-                    self._refuse(400, "request lines must end with CRLF (RFC 9112 section 2.2)")
+                    self._refuse(
+                        400,
+                        "bad_request",
+                        "request lines must end with CRLF (RFC 9112 section 2.2)",
+                    )
                     return
                 if buf:
                     self._head_started()  # until its head is whole, as a new connection is
@@ -338,7 +334,7 @@ class FrontProtocol(asyncio.Protocol):
                 return
             if end < 0 or size > front.head_limit:
                 front.state.hub.stats.limits_hit["max_head_bytes"] += 1
-                self._refuse(431, f"request head larger than {front.head_limit} bytes")
+                self._refuse(431, "too_large", f"request head larger than {front.head_limit} bytes")
                 return
             raw = buf[:size]
             repeat = self.repeat
@@ -355,7 +351,7 @@ class FrontProtocol(asyncio.Protocol):
             try:
                 head = front.heads.parse(raw)
             except HeadError as exc:
-                self._refuse(exc.status, exc.message, exc.code)
+                self._refuse(exc.status, exc.code, exc.message)
                 return
             self._head_done()
             handler = front.route(head.path)
@@ -370,7 +366,7 @@ class FrontProtocol(asyncio.Protocol):
             self.buffer = buf[size:]
             self._detach_http()
             if head.body_length:
-                self._refuse(400, "a subscribe request has no body")
+                self._refuse(400, "bad_request", "a subscribe request has no body")
                 return
             self.state = BUSY
             self.raw = raw
@@ -414,25 +410,19 @@ class FrontProtocol(asyncio.Protocol):
     def _rest(self) -> None:
         """Wait for the next request on a kept-alive connection: counted with the unfinished
         heads (a socket held like any other), and the first to go when the server needs room
-        (`Front.reclaim`)."""
+        (`HeadGuard.reclaim`)."""
         if not self.resting and self.state == HEAD:
             self.resting = True
-            guard = self.front.guard
-            guard.resting[self] = None
-            if guard.by_address:
-                guard.enter(self.peer)
+            self.front.guard.rest(self, self.peer)
 
     def _stir(self) -> None:
         if self.resting:
             self.resting = False
-            guard = self.front.guard
-            del guard.resting[self]
-            if guard.by_address:
-                guard.leave(self.peer)
+            self.front.guard.stir(self, self.peer)
 
     def close_resting(self) -> None:
         """Close this connection, kept alive and waiting for a request, to make room; it no
-        longer counts from now on (`Front.reclaim`)."""
+        longer counts from now on (`HeadGuard.reclaim`)."""
         self._leave()
         self.transport.close()
 
@@ -470,12 +460,10 @@ class FrontProtocol(asyncio.Protocol):
             self.paused = False
             self.transport.resume_reading()
 
-    def _refuse(self, status: int, message: str, code: str = "bad_request") -> None:
+    def _refuse(self, status: int, code: str, message: str) -> None:
         """A head the front end cannot route: answered with a JSON error, then closed."""
         self.state = GONE
         self._head_done()
-        if status in (414, 431):
-            code = "too_large"
         self._write_closing(status, [answer.JSON], error_body(code, message))
         self.transport.close()
 
