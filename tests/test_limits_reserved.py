@@ -36,6 +36,9 @@ async def _burst(url: str, path: str) -> tuple[Counter[int], dict[str, Any], dic
         held = await _stats(s, url)
         for r in responses:
             r.close()
+    # The session's close closes the refused connections it kept alive, which the server counts
+    # as idle; /stats is then asked over connections that close after each answer.
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as s:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + 20
         while (after := await _stats(s, url))["connections"]["total"] and loop.time() < deadline:
