@@ -284,3 +284,54 @@ def test_lossy_link_delivers_every_message_once_in_order(
     assert result["transport"] == transport
     assert proxy.cuts > 0
     print(f"lossy link, browser {transport}{'-xhr' if options else ''}: {seconds:.2f} s")
+
+
+EVENT_SOURCE = """async ({ url, count, deadlineMs }) => {
+  const ids = [];
+  const empty = [];
+  let errors = 0;
+  const source = new EventSource(url);
+  return await new Promise((resolve) => {
+    const done = () => { source.close(); resolve({ ids, empty, errors }); };
+    const timer = setTimeout(done, deadlineMs);
+    source.onerror = () => { errors += 1; };
+    source.onmessage = (event) => {
+      if (!event.data) { empty.push(event.lastEventId); return; }
+      ids.push(JSON.parse(event.data).id);
+      if (ids.length >= count) { clearTimeout(timer); done(); }
+    };
+  });
+}"""
+
+
+def test_native_event_source_resumes_through_cuts_from_a_url_cursor(
+    page: Page, origin: str
+) -> None:
+    """A plain EventSource opened on `/sse/ch?cursor=C` behind a proxy that cuts every connection
+    after 2,500 bytes: each reconnect sends the URL's old cursor and a newer Last-Event-ID, and
+    every message arrives once, in order; the id-only event each stream starts with dispatches
+    nothing."""
+    page.goto(f"{origin}/test/browser.html")
+    count = 40
+    channel = fresh_channel("eventsource")
+    server_args = ["--history-size", "1000", "--cors-origin", "*", "--heartbeat", "1"]
+    with ServerProcess(server_args) as server, event_loop_thread() as loop:
+        with urllib.request.urlopen(f"{server.url}/lp/{channel}?timeout=0", timeout=10) as r:
+            cursor = json.loads(r.read())["cursor"]
+        for n in range(count):
+            publish(server.url, channel, n)
+        proxy = asyncio.run_coroutine_threadsafe(
+            TcpProxy(server.port, cut_after=lambda: 2500).start(), loop
+        ).result(10)
+        result = page.evaluate(
+            EVENT_SOURCE,
+            {
+                "url": f"{proxy.url}/sse/{channel}?cursor={cursor}",
+                "count": count,
+                "deadlineMs": 40_000,
+            },
+        )
+        asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(10)
+    assert result["ids"] == list(range(1, count + 1))
+    assert result["empty"] == []
+    assert proxy.cuts >= 2 and result["errors"] >= 2

@@ -67,6 +67,8 @@ async def test_stream_padding_and_heartbeats(server):
             assert r.headers["Content-Type"].startswith("text/event-stream")
             assert await r.content.readline() == b":" + b" " * 16 + b"\n"
             assert await r.content.readline() == b"\n"
+            assert (await r.content.readline()).startswith(b"id: hb:")  # where it starts
+            assert await r.content.readline() == b"\n"
             assert await r.content.readline() == b":\n"  # heartbeat comment
         async with s.ws_connect(f"{server.url}/ws/hb", autoping=False) as ws:
             msg = await ws.receive(timeout=10)

@@ -112,13 +112,46 @@ async def test_sse_last_event_id_and_cursor_precedence(server):
         async with s.get(f"{server.url}/sse/le", headers={"Last-Event-ID": first}) as r:
             event_id, data = await first_sse_event(r)
         assert event_id.startswith(b"id: ") and b'"data":1' in data
-        async with s.get(
+        async with s.get(  # an EventSource reconnecting to a URL that holds an older cursor
             f"{server.url}/sse/le", params={"cursor": start}, headers={"Last-Event-ID": first}
         ) as r:
             event_id, data = await first_sse_event(r)
-        assert b'"data":0' in data
-        async with s.get(  # an empty ?cursor= is as if not given
+        assert b'"data":1' in data
+        async with s.get(
             f"{server.url}/sse/le", params={"cursor": ""}, headers={"Last-Event-ID": first}
         ) as r:
             event_id, data = await first_sse_event(r)
         assert b'"data":1' in data
+        async with s.get(  # an empty Last-Event-ID is as if not given
+            f"{server.url}/sse/le", params={"cursor": start}, headers={"Last-Event-ID": ""}
+        ) as r:
+            event_id, data = await first_sse_event(r)
+        assert b'"data":0' in data
+
+
+async def sse_start_id(response: aiohttp.ClientResponse) -> bytes:
+    """The cursor of the `id:`-only event a stream starts with, after its padding comment."""
+    assert await response.content.readline() == b":\n"
+    assert await response.content.readline() == b"\n"
+    line = await response.content.readline()
+    assert line.startswith(b"id: ") and await response.content.readline() == b"\n", line
+    return line[4:].rstrip(b"\n")
+
+
+@pytest.mark.parametrize("channels", ["sa", "sa,sb"])
+async def test_sse_start_id_resumes_a_stream_dropped_before_its_first_message(server, channels):
+    """What EventSource does: a stream opened with no cursor drops before any message; the
+    browser reconnects with the start `id:` as Last-Event-ID and loses nothing."""
+    async with aiohttp.ClientSession() as s:
+        await publish(s, server.url, "sa", "before")
+        async with s.get(f"{server.url}/sse/{channels}") as r:
+            start = await sse_start_id(r)
+        assert start == (await head_cursor(s, server.url, channels)).encode()
+        await publish(s, server.url, "sa", "missed")
+        async with s.get(
+            f"{server.url}/sse/{channels}", headers={"Last-Event-ID": start.decode()}
+        ) as r:
+            assert await sse_start_id(r) == start
+            event_id, data = await first_sse_event(r)
+        assert b'"data":"missed"' in data
+        assert event_id.startswith(b"id: ") and event_id != b"id: " + start + b"\n"

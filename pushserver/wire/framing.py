@@ -25,6 +25,10 @@ class Framing:
         """Bytes that carry no event: heartbeats and padding."""
         raise NotImplementedError
 
+    def start(self, cursor: bytes) -> bytes:
+        """Bytes that tell the client where the stream starts, before any event (none but SSE's)."""
+        return b""
+
     def chunk(self, payload: bytes) -> bytes:
         """Wrap already-framed bytes for the wire (HTTP/1.1 chunked transfer when used)."""
         if self.chunked:
@@ -48,6 +52,12 @@ class SseFraming(Framing):
 
     def comment(self, text: bytes) -> bytes:
         return b":%b\n\n" % text
+
+    def start(self, cursor: bytes) -> bytes:
+        """An `id:` with no `data:`: an EventSource takes it as its last event id without
+        dispatching an event, so it resumes from the stream's start even when the connection
+        drops before the first message."""
+        return b"id: %b\n\n" % cursor
 
 
 class WebSocketFraming(Framing):

@@ -29,6 +29,12 @@ def test_sse_carries_the_cursor_as_the_event_id():
     assert SSE.comment(b"") == b":\n\n"
 
 
+def test_only_sse_tells_where_a_stream_starts():
+    """An `id:` with no `data:`: EventSource keeps it as its last id and dispatches nothing."""
+    assert SSE.start(b"a:e:0,b:u1:0") == b"id: a:e:0,b:u1:0\n\n"
+    assert NDJSON.start(b"a:e:0") == b""
+
+
 def test_websocket_events_are_text_frames():
     """Frame lengths are `wire.websocket`'s to test; the framing sends every event as text."""
     assert WEBSOCKET.event(b"{}", b"a:e:1") == b"\x81\x02{}"

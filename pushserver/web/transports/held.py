@@ -56,8 +56,9 @@ async def serve_held(
         transport = conn.open_stream(head, 200, headers, framing.chunked)
         if transport is None:
             return
-        transport.write(framing.chunk(framing.comment(b" " * pad)))
         sub, events = begin(start, HeldStream, transport, framing, state)
+        where = framing.start(",".join(start.parts.values()).encode())
+        transport.write(framing.chunk(framing.comment(b" " * pad) + where))
         take_over(transport, sub_req, sub, events)
     finally:
         sub_req.release()

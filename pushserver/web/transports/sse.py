@@ -14,5 +14,7 @@ if TYPE_CHECKING:
 
 
 async def handle(conn: FrontProtocol, head: RequestHead) -> None:
-    cursor = head.query.get("cursor") or head.headers.get("last-event-id", "")
+    # An EventSource reconnects to the URL it was opened with: its Last-Event-ID is newer than
+    # a ?cursor= in that URL.
+    cursor = head.headers.get("last-event-id") or head.query.get("cursor", "")
     await serve_held(conn, head, "sse", "text/event-stream", (SSE, SSE_PLAIN), cursor)
