@@ -35,6 +35,10 @@ BAD_SUBSCRIBES = [
     ("/lp/news?timeout=nan", 400, "bad_timeout"),
     ("/stream/news?history=1000000", 400, "bad_history"),
     ("/stream/news?pad=1000000", 400, "bad_parameter"),
+    ("/lp/news?history=" + "9" * 5000, 400, "bad_history"),
+    ("/sse/news?pad=" + "9" * 5000, 400, "bad_parameter"),
+    ("/lp/news?timeout=" + "9" * 5000, 400, "bad_timeout"),
+    ("/lp/news?timeout=0&limit=0", 400, "bad_parameter"),
     ("/nowhere", 404, "not_found"),
     ("/channels/never-seen", 404, "not_found"),
 ]
@@ -47,6 +51,24 @@ async def test_bad_requests(shared_server, path, status, code):
         assert r.headers["Content-Type"].startswith("application/json")
         body = await r.json()
     assert body["error"] == code and body["message"]
+
+
+GOOD_PARAMETERS = [
+    "limit=" + "9" * 5000,  # above the server's cap is the cap
+    "limit=2147483649",
+    "history=" + "0" * 5000 + "1",
+    "timeout=0000000000",
+    "timeout=0.0000000000",
+]
+
+
+@pytest.mark.parametrize("query", GOOD_PARAMETERS)
+async def test_long_numbers_in_range_are_taken(shared_server, query):
+    """However many digits a number has, it is read as its value (int() refuses 4,300+)."""
+    url = f"{shared_server.url}/lp/long-numbers?{query}" + ("&timeout=0" * ("timeout" not in query))
+    async with aiohttp.ClientSession() as s, s.get(url) as r:
+        assert r.status == 200, await r.text()
+        assert (await r.json())["messages"] == []
 
 
 @pytest.mark.parametrize("path", ["lp", "stream", "sse", "ws"])

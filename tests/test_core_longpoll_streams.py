@@ -54,6 +54,18 @@ async def test_jsonp_wraps_the_body(server):
             assert (await r.json())["error"] == "bad_parameter"
 
 
+async def test_jsonp_escapes_the_line_separators_old_scripts_cannot_hold(server):
+    text = "a\u2028b\u2029c"
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{server.url}/pub/js", data=text.encode()) as r:
+            assert r.status == 201
+        async with s.get(f"{server.url}/lp/js", params={"history": "1", "callback": "cb"}) as r:
+            raw = await r.read()
+    assert "\u2028".encode() not in raw and "\u2029".encode() not in raw
+    assert raw.startswith(b"cb(") and raw.endswith(b");")
+    assert json.loads(raw[3:-2])["messages"][0]["data"] == text
+
+
 async def test_stream_padding_and_heartbeats(server):
     """`server` runs with --heartbeat 1."""
     async with aiohttp.ClientSession() as s:

@@ -61,18 +61,32 @@ class SubscribeRequest:
             self.state.hub.release(opened)
 
 
-def int_param(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+def int_param(
+    query: Mapping[str, str], name: str, default: int, low: int, high: int, clamp: bool = False
+) -> int:
+    """`?name=` as an integer from `low` to `high` (above `high` it is `high` with `clamp`)."""
     raw = query.get(name)
     if raw is None or raw == "":
         return default
     # ASCII digits only: int() would also take " 5", "5_0" and other scripts' digits.
-    value = int(raw) if raw.isascii() and raw.isdigit() else low - 1
+    value = digits_value(raw, high) if raw.isascii() and raw.isdigit() else low - 1
+    if clamp and value > high:
+        return high
     if not low <= value <= high:
         code = "bad_history" if name == "history" else "bad_parameter"
         raise InvalidInput(
             code, f"?{name} must be an integer from {low} to {high}, got {raw[:40]!r}"
         )
     return value
+
+
+def digits_value(digits: str, high: int) -> int:
+    """The value of ASCII digits, or `high + 1` when it is larger than `high`: however many there
+    are (int() refuses a string of over 4,300 digits)."""
+    significant = digits.lstrip("0")
+    if len(significant) > len(str(high)):
+        return high + 1
+    return int(significant or "0")
 
 
 @dataclasses.dataclass(slots=True, frozen=True, eq=False)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..front.protocol import FrontProtocol
 
 CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
-SECONDS_RE = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9})?", re.ASCII)
+SECONDS_RE = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
 JAVASCRIPT = ("Content-Type", "application/javascript")
 
 
@@ -54,8 +54,15 @@ def _timeout(query: Mapping[str, str], default: float, high: float) -> float:
 def _bound(query: Mapping[str, str], state: ServerState) -> Bound:
     """`?limit=N` events per answer (at least 1; above the server's cap it is the cap)."""
     cap = state.settings.longpoll_max_messages
-    limit = int_param(query, "limit", cap, 1, 1 << 31)
-    return Bound(min(limit, cap), state.settings.longpoll_max_bytes)
+    return Bound(
+        int_param(query, "limit", cap, 1, cap, clamp=True), state.settings.longpoll_max_bytes
+    )
+
+
+def script_safe(body: bytes) -> bytes:
+    """JSON as JavaScript source: U+2028 and U+2029 end a line in the string literals of
+    scripts before ES2019, the old browsers JSONP serves, so they go as escapes."""
+    return body.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
 
 
 def _callback(query: Mapping[str, str]) -> str | None:
@@ -93,7 +100,7 @@ class Poll(Waiter):
         """Headers and body of the answer carrying `body` (as JSONP with `?callback=`)."""
         if self.callback is None:
             return [NO_CACHE, JSON], body
-        return [NO_CACHE, JAVASCRIPT], b"%b(%b);" % (self.callback.encode(), body)
+        return [NO_CACHE, JAVASCRIPT], b"%b(%b);" % (self.callback.encode(), script_safe(body))
 
     def hold(self, timeout: float) -> None:
         """Wait for a message, at most `timeout` seconds."""
