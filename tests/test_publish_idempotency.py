@@ -4,6 +4,8 @@ nothing, with either broker; a publish whose outcome Redis left unknown is answe
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -118,3 +120,21 @@ async def test_unknown_outcome_while_redis_hangs_then_the_retry_publishes_nothin
         assert (status, body["error"], retry_after is not None) == (504, "outcome_unknown", True)
         assert again[1]["id"] == 2
         await sub.close()
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+async def test_a_batch_with_a_key_header_is_refused(
+    shared_server: ServerProcess, encoding: str
+) -> None:
+    """A batch's keys go in its items: with the header alone, a retried batch would publish
+    twice. Both the front end and aiohttp (which takes compressed bodies) refuse it."""
+    body = json.dumps([{"channel": "batch-header", "data": 1}]).encode()
+    headers = {"Content-Type": "application/json", "Idempotency-Key": "k-batch"}
+    if encoding == "gzip":
+        body = gzip.compress(body)
+        headers["Content-Encoding"] = "gzip"
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{shared_server.url}/pub", data=body, headers=headers) as r:
+            assert (r.status, (await r.json())["error"]) == (400, "bad_idempotency_key")
+        async with s.get(f"{shared_server.url}/channels/batch-header") as r:
+            assert r.status == 404  # nothing was published

@@ -42,5 +42,5 @@ async def publish_batch(request: web.Request) -> web.Response:
     state = request.app[STATE]
     publishing.admit(state, request.remote, request.headers.get("Authorization"))
     body = await read_body(request, publishing.body_limit(state.settings, batch=True))
-    items = publishing.batch_items(body, state.settings)
+    items = publishing.batch_items(body, state.settings, request.headers.get("Idempotency-Key"))
     return _created(await publishing.publish(state, items, batch=True))

@@ -74,8 +74,16 @@ def one_item(channel: str, body: bytes, key: str | None, as_json: bool) -> list[
     return [Item(channel, encode_data(body, as_json), key)]
 
 
-def batch_items(body: bytes, settings: Settings) -> list[Item]:
-    """`POST /pub`'s messages once its body is read, each validated before any is published."""
+def batch_items(body: bytes, settings: Settings, header_key: str | None) -> list[Item]:
+    """`POST /pub`'s messages once its body is read, each validated before any is published.
+
+    An `Idempotency-Key` header is refused rather than ignored: a client that retries the batch
+    with it would publish it twice."""
+    if header_key is not None:
+        raise InvalidInput(
+            "bad_idempotency_key",
+            'POST /pub takes a key per item ("idempotency_key"), not an Idempotency-Key header',
+        )
     try:
         items = orjson.loads(body)
     except orjson.JSONDecodeError as exc:

@@ -149,9 +149,9 @@ async def _publish(
 
 def _items(conn: FrontProtocol, plan: Plan, channel: str, data: bytes) -> list[Item]:
     """The messages of a publish whose body is `data` (`channel` empty for a batch)."""
-    if plan.batch:
-        return publishing.batch_items(data, conn.front.state.settings)
     key = plan.head.headers.get("idempotency-key")
+    if plan.batch:
+        return publishing.batch_items(data, conn.front.state.settings, key)
     return publishing.one_item(channel, data, key, plan.as_json)
 
 
