@@ -134,6 +134,10 @@ def section5() -> Iterator[Case]:
     )
     many = masked(BINARY, b"a", fin=False) + masked(CONT, b"b", fin=False) * 50 + last
     yield Case("5.16-binary-52-fragments", [many + ping(b"p")], [pong(b"p")])
+    bye = masked(CLOSE, code(1001, b"bye"))
+    yield Case("5.17-close-between-fragments", [frag + bye + last], [closed(1001)])
+    yield Case("5.18-close-between-separate", [frag, bye], [closed(1001)])
+    yield Case("5.19-close-between-bytewise", bytewise(frag + bye), [closed(1001)])
 
 
 HELLO = "Hello-µ@ßöäüàá-UTF-8!!".encode()

@@ -41,6 +41,10 @@ def ws_frame(opcode: int, payload: bytes) -> bytes:
     return struct.pack("!BBQ", first, 127, n) + payload
 
 
+def _open_protocol() -> Protocol:
+    return Protocol(Side.SERVER, state=State.OPEN, max_size=(None, MAX_FRAME), logger=LOG)
+
+
 class ClientReader:
     """One client's frames, fed as they arrive; created on the first byte a subscriber sends
     (or when the server closes first), since most never send anything.
@@ -50,12 +54,12 @@ class ClientReader:
     goes out, and only the peer's close is read.
     """
 
-    __slots__ = ("_head", "_left", "_protocol", "_text", "done")
+    __slots__ = ("_head", "_left", "_protocol", "_text", "_unfinished", "done")
 
     def __init__(self) -> None:
-        self._protocol = Protocol(
-            Side.SERVER, state=State.OPEN, max_size=(None, MAX_FRAME), logger=LOG
-        )
+        self._protocol = _open_protocol()
+        self._unfinished = False
+        """A data message has begun and not ended (its last frame had FIN clear)."""
         self._head = b""
         """The start of a frame header not yet complete."""
         self._left = 0
@@ -89,6 +93,11 @@ class ClientReader:
                         self._fail(PROTOCOL_ERROR, "payload length not minimally encoded", out)
                         break
                 self._left = need + (4 if head[1] & 0x80 else 0) + length
+                if head[0] & 0x0F == CLOSE and self._unfinished:
+                    # §5.4 lets a close come between the fragments of a message, and §5.5.1
+                    # wants it answered; the library would fail it as an unfinished message,
+                    # so it reads the close as one that starts afresh.
+                    self._protocol = _open_protocol()
             end = min(size, pos + self._left - len(prefix))
             piece = prefix + data[pos:end]
             self._left -= len(piece)
@@ -120,6 +129,8 @@ class ClientReader:
 
     def _utf8_ok(self, opcode: Opcode, data: bytes, fin: bool) -> bool:
         """Whether a data frame keeps its text message valid UTF-8 so far."""
+        if opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+            self._unfinished = not fin
         if opcode is Opcode.TEXT:
             self._text = utf8_decoder()
         elif opcode is Opcode.BINARY:

@@ -84,6 +84,31 @@ def test_the_client_close_is_echoed_and_ends_the_connection():
     assert not reader.open and reader.done
 
 
+@pytest.mark.parametrize(
+    "begun",
+    [
+        masked(TEXT, b"abc", fin=False),
+        masked(BINARY, b"\xff", fin=False),
+        masked(TEXT, b"\xce", fin=False) + masked(CONTINUATION, b"\xba\xe1", fin=False),
+    ],
+)
+@pytest.mark.parametrize("payload", [close(1000, b"bye"), close(1001), b""])
+def test_a_close_between_fragments_is_echoed(begun, payload):
+    """RFC 6455 §5.4: control frames may come in the middle of a fragmented message."""
+    data = begun + masked(CLOSE, payload)
+    for cut in range(len(data) + 1):
+        reader = ClientReader()
+        out = reader.feed(data[:cut]) + reader.feed(data[cut:] + masked(PING, b"late"))
+        assert frames(out) == [(CLOSE, payload), EOF_MARK]
+        assert reader.done
+
+
+def test_a_message_still_follows_the_fragmentation_rules_after_it_ends():
+    reader = ClientReader()
+    data = masked(TEXT, b"a", fin=False) + masked(CONTINUATION, b"b") + masked(CONTINUATION, b"c")
+    assert [op for op, _ in frames(reader.feed(data))] == [CLOSE, EOF_MARK[0]]
+
+
 def test_after_the_server_closes_only_the_peer_close_is_read():
     reader = ClientReader()
     assert frames(reader.close(1012, "shutdown")) == [(CLOSE, close(1012, b"shutdown"))]
