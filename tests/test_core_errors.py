@@ -85,6 +85,7 @@ async def test_cursor_beyond_last_id_is_refused_before_any_byte(shared_server, p
 BAD_PUBLISHES = [
     ("/pub/bad%20name", b"x", {}, 400, "bad_channel"),
     ("/pub/j", b"{not json", {"Content-Type": "application/json"}, 400, "bad_json"),
+    ("/pub/j", b"hello", {"Content-Type": "application/ld+json"}, 400, "bad_json"),
     ("/pub/t", b"\xff\xfe", {}, 400, "bad_utf8"),
     ("/pub/big", b"x" * 65537, {}, 413, "too_large"),
     ("/pub", b"{}", {}, 400, "bad_batch"),

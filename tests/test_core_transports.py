@@ -78,12 +78,20 @@ async def test_text_and_json_bodies(server):
             headers={"Content-Type": "application/json"},
         ) as r:
             assert r.status == 201
-        sub = Subscriber(s, server.url, "stream", "t", cursor=cursor)
+        async with s.post(
+            f"{server.url}/pub/t",
+            data=b'{"a": 1}',
+            headers={"Content-Type": "Application/Vnd.Api+JSON; charset=utf-8"},
+        ) as r:
+            assert r.status == 201
+        sub = Subscriber(s, server.url, "stream", "t,t", cursor=cursor)
         await sub.connect()
-        events = await take(sub, 2)
+        events = await take(sub, 3)
         await sub.close()
     assert events[0]["data"] == "héllo\nworld"
     assert events[1]["data"] == {"pretty": [1, 2]}
+    assert events[2]["data"] == {"a": 1}  # any +json type is JSON
+    assert events[2]["cursor"].count(":") == 2  # a repeated channel counts once
 
 
 async def test_history_parameter(server):

@@ -74,3 +74,13 @@ def test_any_cursor_text_parses_or_is_a_400(text):
 @example("a" * 129)
 def test_any_channel_text_parses_or_is_a_400(text):
     _only_bad_request(lambda t: parse_channels(t, 64), text)
+
+
+def test_a_repeated_channel_counts_once_after_the_limit_is_checked():
+    assert parse_channels("a,b,a", 3) == ("a", "b")
+    try:
+        parse_channels("a,a,a", 2)
+    except InvalidInput as exc:
+        assert exc.code == "too_many_channels"
+    else:
+        raise AssertionError("three names, repeats or not, are over a limit of two")
