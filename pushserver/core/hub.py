@@ -117,14 +117,25 @@ class Hub:
         self._seq = itertools.count(1)
         self._loop = asyncio.get_running_loop()
         self._all_gone: asyncio.Future[None] | None = None
+        self.publishing = 0
+        """Publishes handed to the broker (`publish`) that it has not answered yet."""
+        self._published: asyncio.Future[None] | None = None
         broker.bind(self)
 
     # -- what the web layer asks -------------------------------------------------------------
 
     async def publish(self, items: Sequence[Item | tuple[str, bytes]]) -> list[tuple[Message, int]]:
         """Publish through the broker; each message with the local audience it reached. A plain
-        `(channel, data)` pair is an item without an idempotency key."""
-        return await self.broker.publish([Item(*item) for item in items])
+        `(channel, data)` pair is an item without an idempotency key. Counted while the broker
+        holds it, so a shutdown closes the broker only once it has answered (`published`)."""
+        self.publishing += 1
+        try:
+            return await self.broker.publish([Item(*item) for item in items])
+        finally:
+            self.publishing -= 1
+            published = self._published
+            if not self.publishing and published is not None and not published.done():
+                published.set_result(None)
 
     def publish_now(self, items: Sequence[Item]) -> list[tuple[Message, int]] | None:
         """`publish` when the broker needs no wait for it; None (nothing done) otherwise."""
@@ -539,6 +550,14 @@ class Hub:
             with contextlib.suppress(Exception):
                 sub.transport.write(sub.framing.chunk(sub.framing.event(body, None)))
             sub.close("shutdown")
+
+    async def published(self) -> None:
+        """Shutdown: wait until the broker has answered every publish handed to it. Closing it
+        sooner would fail a publish Redis is running as `504 outcome_unknown`, and make its
+        client retry one that was published."""
+        if self.publishing:
+            self._published = self._loop.create_future()
+            await self._published
 
     async def all_gone(self) -> None:
         """Shutdown: wait until every held stream and long-poll has been unregistered."""

@@ -84,10 +84,14 @@ class Serving:
     front: Front
 
     async def drain(self) -> None:
-        """Stop accepting, end what is held, close what is idle, and wait for the rest."""
+        """Stop accepting, end what is held, close what is idle, and wait for the rest.
+
+        The publishes the broker holds are answered before `runner.cleanup`, whose app cleanup
+        closes the broker: each gets the broker's answer rather than `504 outcome_unknown`."""
         self.listener.close()
         self.state.hub.drain()
         self.front.close_idle()
+        await self.state.hub.published()
         await self.runner.cleanup()
         await self.state.hub.all_gone()
 
@@ -150,7 +154,11 @@ async def serve(
         print(f"pushserver listening on {url_for(host, port)}", flush=True)
     GcMonitor.freeze()
     await stop.wait()
-    log.info("draining: %d held connections", state.hub.connection_total)
+    log.info(
+        "draining: %d held connections, %d publishes awaiting the broker",
+        state.hub.connection_total,
+        state.hub.publishing,
+    )
     state.draining = True
     try:
         await asyncio.wait_for(serving.drain(), settings.shutdown_timeout)
