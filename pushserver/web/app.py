@@ -99,11 +99,11 @@ def add_routes(app: web.Application) -> None:
     """Publishing and admin; the subscribe paths are the front end's (`front.SUBSCRIBE_ROUTES`)."""
     app.router.add_post("/pub/{channel}", publish.publish_one)
     app.router.add_post("/pub", publish.publish_batch)
-    app.router.add_get("/channels/{channel}", admin.channel_info, allow_head=False)
-    app.router.add_get("/stats", admin.stats_handler, allow_head=False)
-    app.router.add_get("/metrics", admin.metrics_handler, allow_head=False)
+    app.router.add_get("/channels/{channel}", admin.channel_info)
+    app.router.add_get("/stats", admin.stats_handler)
+    app.router.add_get("/metrics", admin.metrics_handler)
     app.router.add_get("/healthz", admin.healthz)
-    app.router.add_get("/openapi.yaml", openapi.handle, allow_head=False)
+    app.router.add_get("/openapi.yaml", openapi.handle)
 
 
 async def _every(seconds: float, action: Callable[[], object]) -> None:

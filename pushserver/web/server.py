@@ -19,7 +19,7 @@ from .app import create_app
 from .front import SUBSCRIBE_KINDS
 from .front.protocol import Front, FrontProtocol
 from .state import STATE, ServerState
-from .transports import longpoll, sse, stream, ws
+from .transports import longpoll, probe, sse, stream, ws
 
 log = logging.getLogger("pushserver")
 
@@ -115,7 +115,7 @@ async def start_serving(app: web.Application, sock: socket.socket) -> Serving:
     assert runner.server is not None
     transports = (longpoll.handle, stream.handle, sse.handle, ws.handle)
     handlers = dict(zip(SUBSCRIBE_KINDS, transports, strict=True))
-    front = Front(state, runner.server, handlers)
+    front = Front(state, runner.server, handlers, probe.handle)
     listener = await asyncio.get_running_loop().create_server(
         lambda: FrontProtocol(front), sock=sock, backlog=4096
     )

@@ -49,6 +49,9 @@ HEADS = [
     (b"GET HTTPS://x:8080 HTTP/1.1\r\nHost: x:8080\r\n\r\n", "GET", "/", "1.1", True, 0),
     (b"GET /lp/a HTTP/1.0\r\nHost: [::1]:80\r\n\r\n", "GET", "/lp/a", "1.0", False, 0),
     (b"GET /lp/a HTTP/1.1\r\nHost:\r\n\r\n", "GET", "/lp/a", "1.1", True, 0),
+    # The asterisk form names the server as a whole, for OPTIONS only (RFC 9112 section 3.2.4).
+    (b"OPTIONS * HTTP/1.1\r\nHost: x\r\n\r\n", "OPTIONS", "*", "1.1", True, 0),
+    (b"HEAD /sse/a HTTP/1.1\r\nHost: x\r\n\r\n", "HEAD", "/sse/a", "1.1", True, 0),
 ]
 
 
@@ -84,6 +87,9 @@ def test_query_and_headers() -> None:
         (b"NOT HTTP\r\n\r\n", 400),
         (b"GET elsewhere/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         (b"GET ftp://elsewhere/ HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"HEAD * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+        (b"OPTIONS *x HTTP/1.1\r\nHost: x\r\n\r\n", 400),
         (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
         (b"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: a\r\nauthorization: a\r\n\r\n", 400),
         (

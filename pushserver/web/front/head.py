@@ -38,6 +38,10 @@ ABSOLUTE = re.compile(r"https?://[^/?]*", re.IGNORECASE)
 must accept; what follows them is the path and query."""
 
 
+ASTERISK = "*"
+"""The path of `OPTIONS *`, the one request for no resource."""
+
+
 class HeadError(Exception):
     """A head the front end refuses before routing it: `status`, the error code and the
     sentence to send."""
@@ -148,10 +152,11 @@ class HeadParser:
         _check_expect(headers.get("expect"))
         body_length = _body_length(headers)
         target = self.url.decode("latin-1")
-        path, _, query = _origin_form(target).partition("?")
+        method = parser.get_method().decode("latin-1")
+        path, _, query = _origin_form(target, method).partition("?")
         _check_host(headers.get("host"), version)
         return RequestHead(
-            method=parser.get_method().decode("latin-1"),
+            method=method,
             target=target,
             path=unquote(path) if "%" in path else path,
             query=parse_query(query),
@@ -163,13 +168,16 @@ class HeadParser:
         )
 
 
-def _origin_form(target: str) -> str:
-    """The path and query of a request target (origin-form or absolute-form)."""
+def _origin_form(target: str, method: str) -> str:
+    """The path and query of a request target (origin-form or absolute-form), or `*` for
+    `OPTIONS *` (asterisk-form, RFC 9112 section 3.2.4: the server as a whole)."""
     if target.startswith("/"):
         return target
+    if target == ASTERISK and method == "OPTIONS":
+        return ASTERISK
     authority = ABSOLUTE.match(target)
     if authority is None:
-        raise HeadError(400, "request target must be a path or an http(s) URL")
+        raise HeadError(400, "request target must be a path, an http(s) URL or * (OPTIONS only)")
     rest = target[authority.end() :]
     return rest if rest.startswith("/") else "/" + rest
 

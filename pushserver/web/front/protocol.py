@@ -41,7 +41,7 @@ from . import answer, publish
 from .accesslog import log_request
 from .conduit import Conduit
 from .handshake import HandshakeError
-from .head import HEAD_END, HeadError, HeadParser, RequestHead
+from .head import ASTERISK, HEAD_END, HeadError, HeadParser, RequestHead
 from .repeat import Again, Repeat, Repeats
 from .wheel import Bucket, Wheel
 
@@ -56,6 +56,11 @@ bytes of it still to pass on); aiohttp owning the connection for good; given awa
 
 Handler = Callable[["FrontProtocol", RequestHead], Awaitable[None] | None]
 """Serves a subscribe request; what it returns (if anything) is awaited in a task."""
+
+SUBSCRIBE_ALLOW = ("Allow", "GET, HEAD")
+"""What a 405 on a subscribe path names."""
+SERVER_ALLOW = ("Allow", "GET, HEAD, POST, OPTIONS")
+"""What `OPTIONS *` answers: every method some resource of this server serves."""
 
 
 class Expiring(Protocol):
@@ -90,6 +95,7 @@ class Front:
         state: ServerState,
         http: Callable[[], asyncio.Protocol],
         handlers: Mapping[str, Handler],
+        probe: Callable[[FrontProtocol, RequestHead], None],
     ) -> None:
         settings = state.settings
         self.state = state
@@ -98,6 +104,8 @@ class Front:
         self.http = http
         self.handlers = handlers
         """Subscribe handlers by the path's first segment (`lp`, `stream`, `sse`, `ws`)."""
+        self.probe = probe
+        """Answers `HEAD` on a subscribe path at once, or raises its GET's refusal."""
         self.loop = asyncio.get_running_loop()
         self.heads = HeadParser(
             settings.max_line_size, settings.max_field_size, settings.max_headers
@@ -361,19 +369,33 @@ class FrontProtocol(asyncio.Protocol):
                 self._publish(size, plan)
                 continue
             if handler is None:
-                self._forward(head)
+                if head.path == ASTERISK:
+                    self._options_server(head, size)
+                else:
+                    self._forward(head)
                 continue
-            self.buffer = buf[size:]
-            self._detach_http()
             if head.body_length:
                 self._refuse(400, "bad_request", "a subscribe request has no body")
                 return
+            self.buffer = buf[size:]
+            self._detach_http()
             self.state = BUSY
             self.raw = raw
             try:
                 self._serve(handler, head)
             finally:
                 self.raw = b""
+
+    def _options_server(self, head: RequestHead, size: int) -> None:
+        """`OPTIONS *` (the one request `HeadParser` lets name no path), whose head is the
+        buffer's first `size` bytes: the methods the server supports (RFC 9110 section 9.3.7)."""
+        if head.body_length:
+            self._refuse(400, "bad_request", "OPTIONS * has no body")
+            return
+        self.buffer = self.buffer[size:]
+        self._detach_http()
+        self.state = BUSY
+        self.reply(head, 204, [SERVER_ALLOW], b"")
 
     def _serve_kept(self, data: bytes) -> bool:
         """Serve `data`, all the connection has of its next request, when it is the remembered
@@ -461,15 +483,21 @@ class FrontProtocol(asyncio.Protocol):
             self.transport.resume_reading()
 
     def _refuse(self, status: int, code: str, message: str) -> None:
-        """A head the front end cannot route: answered with a JSON error, then closed."""
+        """A head the front end cannot route (the buffer's first): answered with a JSON error,
+        without it for a HEAD request, then closed."""
         self.state = GONE
         self._head_done()
-        self._write_closing(status, [answer.JSON], error_body(code, message))
+        body = error_body(code, message)
+        self._write_closing(status, [answer.JSON], body, not self.buffer.startswith(b"HEAD "))
         self.transport.close()
 
-    def _write_closing(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
-        """A whole answer to a request never served, announcing that the connection closes."""
-        self.transport.write(answer.head(status, headers, "1.1", False, len(body)) + body)
+    def _write_closing(
+        self, status: int, headers: list[tuple[str, str]], body: bytes, send_body: bool = True
+    ) -> None:
+        """An answer to a request never served, announcing that the connection closes; its
+        `Content-Length` is the body's even when the body is not sent (a HEAD's answer)."""
+        sent = answer.head(status, headers, "1.1", False, len(body))
+        self.transport.write(sent + body if send_body else sent)
 
     # -- requests aiohttp answers ------------------------------------------------------------
 
@@ -529,6 +557,9 @@ class FrontProtocol(asyncio.Protocol):
         if method == "GET":
             self._begin(head, handler, head)
             return
+        if method == "HEAD":
+            self._begin(head, self.front.probe, head)
+            return
         cors = self.front.cors
         if method == "OPTIONS" and cors and "access-control-request-method" in head.headers:
             headers = []
@@ -541,7 +572,7 @@ class FrontProtocol(asyncio.Protocol):
             self.reply(head, 204, headers, b"")
             return
         body = error_body("method_not_allowed", "Method Not Allowed")
-        self.reply(head, 405, [answer.JSON, ("Allow", "GET")], body)
+        self.reply(head, 405, [answer.JSON, SUBSCRIBE_ALLOW], body)
 
     def _begin(
         self,
@@ -665,6 +696,19 @@ class FrontProtocol(asyncio.Protocol):
         if self.state == BUSY:
             self.write_answer(head, status, headers, body)
             self.finish(head.keep_alive)
+
+    def reply_head(self, head: RequestHead, status: int, headers: list[tuple[str, str]]) -> None:
+        """Answer a HEAD request with the head its GET would begin with, and go on with the next
+        request. No `Content-Length`: that GET's body is held open or awaits messages, so its
+        length is not known (RFC 9110 section 8.6)."""
+        if self.state != BUSY:
+            return
+        if not self.transport.is_closing():
+            headers = headers + self._cors(head)
+            sent = answer.head(status, headers, head.version, head.keep_alive)
+            self.transport.write(sent)
+            self.logged(head, status, len(sent))
+        self.finish(head.keep_alive)
 
     def reply_json(self, head: RequestHead, status: int, body: bytes) -> None:
         """`reply` with a JSON body, from a prebuilt head when no CORS header or access log

@@ -193,15 +193,21 @@ def open_now(sub_req: SubscribeRequest) -> Start | None:
     """
     state = sub_req.state
     hub = state.hub
-    held = hub.channels
-    if not all(map(held.__contains__, sub_req.channels)):  # a re-poll's are all held
-        new = sum(name not in held for name in sub_req.channels)
-        limit = state.settings.max_channels
-        if len(held) + new > limit:
-            hub.stats.limits_hit["max_channels"] += 1
-            raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
+    if not all(map(hub.channels.__contains__, sub_req.channels)):  # a re-poll's are all held
+        check_room(state, sub_req.channels)
     channels = hub.open_now(sub_req.channels, sub_req.positions)
     return None if channels is None else _start(sub_req, channels)
+
+
+def check_room(state: ServerState, names: tuple[str, ...]) -> None:
+    """Refuse a subscription whose channels not yet held would pass `--max-channels`."""
+    hub = state.hub
+    held = hub.channels
+    new = sum(name not in held for name in names)
+    limit = state.settings.max_channels
+    if len(held) + new > limit:
+        hub.stats.limits_hit["max_channels"] += 1
+        raise Unavailable("over_capacity", f"server holds its maximum of {limit} channels")
 
 
 async def open_channels(sub_req: SubscribeRequest) -> Start:

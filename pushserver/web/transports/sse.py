@@ -13,8 +13,11 @@ if TYPE_CHECKING:
     from ..front.protocol import FrontProtocol
 
 
+def cursor_of(head: RequestHead) -> str:
+    """Where the stream resumes. An EventSource reconnects to the URL it was opened with: its
+    `Last-Event-ID` is newer than a `?cursor=` in that URL."""
+    return head.headers.get("last-event-id") or head.query.get("cursor", "")
+
+
 async def handle(conn: FrontProtocol, head: RequestHead) -> None:
-    # An EventSource reconnects to the URL it was opened with: its Last-Event-ID is newer than
-    # a ?cursor= in that URL.
-    cursor = head.headers.get("last-event-id") or head.query.get("cursor", "")
-    await serve_held(conn, head, "sse", "text/event-stream", (SSE, SSE_PLAIN), cursor)
+    await serve_held(conn, head, "sse", "text/event-stream", (SSE, SSE_PLAIN), cursor_of(head))
