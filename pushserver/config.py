@@ -15,7 +15,7 @@ import os
 import resource
 import tomllib
 import urllib.parse
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,11 +102,13 @@ class Settings:
         0.0, "publishes per second per key or IP (0 = unlimited)", metavar="RATE"
     )
     max_pad: int = _setting(8192, "largest ?pad= accepted on streams")
-    max_line_size: int = _setting(8190, "largest request line / URL in bytes")
-    max_field_size: int = _setting(8190, "largest request header in bytes")
+    max_line_size: int = _setting(24 << 10, "largest request target in bytes (fits any cursor)")
+    max_field_size: int = _setting(16 << 10, "largest request header in bytes (fits any cursor)")
     max_headers: int = _setting(64, "most header lines in one request head")
     max_head_bytes: int = _setting(
-        32 << 10, "largest whole request head in bytes; the connection is closed above"
+        48 << 10,
+        "largest whole request head in bytes (at least --max-line-size + --max-field-size); "
+        "the connection is closed above",
     )
     publish_key: str = _setting("", "bearer key for publishing and admin; empty = loopback only")
     subscribe_secret: str = _setting("", "HS256 secret; when set, subscribers need ?token=JWT")
@@ -249,9 +251,48 @@ def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Set
         settings.trusted_networks  # noqa: B018 - parses
     except ValueError:
         raise bad("trusted_proxies", "IP addresses or CIDR networks, comma-separated") from None
+    _check_head_limits(settings, bad)
     if settings.redis and not _is_redis_url(settings.redis):
         raise bad("redis", "a redis://, rediss:// or unix:// URL")
     return settings
+
+
+LONGEST_NAME = 128
+LONGEST_CURSOR_PART = LONGEST_NAME + 32 + 18
+"""A channel name, an epoch and an id at their longest (docs/protocol.md; the unit tests check
+them against `core.names` and `core.positions`), without the two `:` between them."""
+SUBSCRIBE_PREFIX = len("/stream/") + len("?cursor=")
+OTHER_PARAMETERS = 128
+"""Bytes a subscribe target may need besides its channels and cursor (a token not counted)."""
+
+
+def longest_cursor(channels: int, separator: int = 1) -> int:
+    """Bytes of the longest cursor a subscription of `channels` channels may be handed, with
+    each `:` and `,` taking `separator` bytes (3 when a client percent-encodes them)."""
+    return channels * (LONGEST_CURSOR_PART + 3 * separator) - separator
+
+
+def longest_subscribe_target(channels: int) -> int:
+    """The longest target of a subscription of `channels` channels resuming from its cursor,
+    the cursor's separators percent-encoded as browsers' encodeURIComponent sends them."""
+    names = channels * (LONGEST_NAME + 1) - 1
+    return SUBSCRIBE_PREFIX + names + longest_cursor(channels, 3) + OTHER_PARAMETERS
+
+
+def _check_head_limits(settings: Settings, bad: Callable[[str, str], ConfigError]) -> None:
+    """Every subscription the server accepts must be able to come back with its cursor: in
+    its URL, or in an SSE client's `Last-Event-ID`."""
+    channels = settings.max_channels_per_subscription
+    because = f"for --max-channels-per-subscription {channels}"
+    target = longest_subscribe_target(channels)
+    if settings.max_line_size < target:
+        raise bad("max_line_size", f"at least {target} {because} (its URL with its cursor)")
+    field = len("last-event-id") + longest_cursor(channels)
+    if settings.max_field_size < field:
+        raise bad("max_field_size", f"at least {field} {because} (a Last-Event-ID cursor)")
+    head = settings.max_line_size + settings.max_field_size
+    if settings.max_head_bytes < head:
+        raise bad("max_head_bytes", f"at least --max-line-size + --max-field-size ({head})")
 
 
 def _is_redis_url(url: str) -> bool:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import quote
 
 import aiohttp
 import pytest
+from yarl import URL
 
 from .test_core_transports import head_cursor
 from .wire import TRANSPORTS, Subscriber, publish, publish_batch, take
@@ -155,3 +157,32 @@ async def test_sse_start_id_resumes_a_stream_dropped_before_its_first_message(se
             event_id, data = await first_sse_event(r)
         assert b'"data":"missed"' in data
         assert event_id.startswith(b"id: ") and event_id != b"id: " + start + b"\n"
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_the_longest_subscription_resumes_from_its_cursor(server, transport):
+    """64 channels of 128 characters: the URL and its cursor (percent-encoded, as browsers send
+    it) fit the default head limits, on every transport; SSE's Last-Event-ID too."""
+    names = [f"{n:02d}".ljust(128, "c") for n in range(64)]
+    channels = ",".join(names)
+    async with aiohttp.ClientSession() as s:
+        cursor = await head_cursor(s, server.url, channels)
+        await publish(s, server.url, names[-1], "after the cursor")
+        sub = Subscriber(s, server.url, transport, channels, cursor=cursor)
+        await sub.connect()
+        [event] = await take(sub, 1)
+        await sub.close()
+        assert event["data"] == "after the cursor"
+        if transport == "longpoll":  # as encodeURIComponent sends it: every : and , as %XX
+            target = f"{server.url}/lp/{channels}?timeout=0&cursor={quote(cursor, safe='')}"
+            async with s.get(URL(target, encoded=True)) as r:
+                assert r.status == 200
+                assert [m["data"] for m in (await r.json())["messages"]] == ["after the cursor"]
+        if transport == "sse":
+            async with s.get(
+                f"{server.url}/sse/{channels}", headers={"Last-Event-ID": event["cursor"]}
+            ) as r:
+                assert r.status == 200
+                await publish(s, server.url, names[0], "after the Last-Event-ID")
+                _, data = await first_sse_event(r)
+            assert b"after the Last-Event-ID" in data

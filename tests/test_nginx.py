@@ -23,10 +23,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import aiohttp
 import pytest
 from pushclient import PushClient
+from yarl import URL
 
 from pushserver.launcher import ServerProcess
 from pushserver_measure.ports import free_port
@@ -139,6 +141,31 @@ async def test_every_transport_through_nginx_unbuffered_and_long_polls_uncut(beh
             f"through nginx, {transport}: publish->receipt median {statistics.median(ms):.1f} ms,"
             f" worst {ms[-1]:.1f} ms over {len(ms)} messages"
         )
+
+
+async def test_the_longest_subscription_resumes_through_nginx(behind_nginx):
+    """64 channels of 128 characters come back through nginx with their cursor: in the URL,
+    percent-encoded as browsers send it, and in SSE's Last-Event-ID."""
+    _, nginx = behind_nginx()
+    url = f"http://127.0.0.1:{nginx.port}"
+    names = [f"{n:02d}".ljust(128, "n") for n in range(64)]
+    channels = ",".join(names)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{url}/lp/{channels}", params={"timeout": "0"}) as r:
+            cursor = (await r.json())["cursor"]
+        async with http.post(f"{url}/pub/{names[-1]}", data=b"resumed") as r:
+            assert r.status == 201
+        target = f"{url}/lp/{channels}?timeout=0&cursor={quote(cursor, safe='')}"
+        async with http.get(URL(target, encoded=True)) as r:
+            assert r.status == 200, await r.text()
+            [message] = (await r.json())["messages"]
+        assert message["data"] == "resumed"
+        headers = {"Last-Event-ID": cursor}
+        async with http.get(f"{url}/sse/{channels}", headers=headers) as r:
+            assert r.status == 200
+            while not (line := await r.content.readline()).startswith(b"data: "):
+                pass
+        assert json.loads(line[6:])["data"] == "resumed"
 
 
 def ip(*args: str) -> str:
