@@ -28,20 +28,21 @@ async def test_sigterm_answers_longpolls_and_tells_streams_to_reconnect(server_f
         await publish(s, srv.url, "bye", "last")
         async with s.get(f"{srv.url}/lp/bye", params={"cursor": cursor}) as r:
             cursor = (await r.json())["cursor"]
-        polls = [
-            asyncio.create_task(s.get(f"{srv.url}/lp/bye", params={"cursor": cursor}))
-            for _ in range(3)
-        ]
+        queries = [{"cursor": cursor}, {"cursor": cursor}, {"cursor": cursor, "callback": "cb"}]
+        polls = [asyncio.create_task(s.get(f"{srv.url}/lp/bye", params=q)) for q in queries]
         streams = [Subscriber(s, srv.url, t, "bye") for t in ("stream", "sse", "ws")]
         for sub in streams:
             await sub.connect()
         await wait_for_stats(s, srv.url, lambda st: st["connections"]["total"] == 6, "6 held")
         started = time.monotonic()
         srv.proc.send_signal(signal.SIGTERM)
-        for poll in polls:
+        for poll, query in zip(polls, queries, strict=True):
             async with await poll as r:
                 assert r.status == 200
-                assert await r.json() == {"messages": [], "cursor": cursor}
+                assert r.headers["Connection"] == "close"  # as the server does right after
+                text = await r.text()
+            body = text[3:-2] if "callback" in query else text
+            assert json.loads(body) == {"messages": [], "cursor": cursor}
         for sub in streams:
             [event] = await take(sub, 1)
             assert event["type"] == "reconnect" and event["cursor"].startswith("bye:")

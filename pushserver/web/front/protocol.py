@@ -672,7 +672,8 @@ class FrontProtocol(asyncio.Protocol):
     def write_answer(
         self, head: RequestHead, status: int, headers: list[tuple[str, str]], body: bytes
     ) -> None:
-        """Write a whole answer to `head` (CORS headers added); `finish` follows."""
+        """Write a whole answer to `head` (CORS headers added); `finish` follows, and closes the
+        connection when the head asks for it or the server is draining (the answer says so)."""
         transport = self.transport
         if transport.is_closing():
             return
@@ -680,7 +681,8 @@ class FrontProtocol(asyncio.Protocol):
         headers = headers + self._cors(head)
         if head.method == "HEAD":  # the head of the answer a GET would get, without its body
             body = b""
-        whole = answer.head(status, headers, head.version, head.keep_alive, length) + body
+        keep_alive = head.keep_alive and not self.front.state.draining
+        whole = answer.head(status, headers, head.version, keep_alive, length) + body
         transport.write(whole)
         self.logged(head, status, len(whole))
 
@@ -718,11 +720,12 @@ class FrontProtocol(asyncio.Protocol):
         if not self.bare(head):
             self.reply(head, status, [answer.JSON], body)
             return
+        keep_alive = head.keep_alive and not self.front.state.draining
         if not self.transport.is_closing():
             self.transport.write(
-                answer.whole(status, (answer.JSON,), head.version, head.keep_alive, body)
+                answer.whole(status, (answer.JSON,), head.version, keep_alive, body)
             )
-        self.finish(head.keep_alive)
+        self.finish(keep_alive)
 
     def finish(self, keep_alive: bool) -> None:
         """The request is answered: read the next one, or close."""

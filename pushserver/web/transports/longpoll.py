@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from ...core.errors import InvalidInput, PushError, draining
 from ...core.subscription import Bound, Start, Waiter
 from ...wire.framing import longpoll_body
+from ..front import answer
 from ..front.answer import JSON, NO_CACHE, json_answer
 from ..front.head import RequestHead
 from ..state import ServerState
@@ -213,7 +214,10 @@ class PlainPoll(Poll):
         return True
 
     def resolve(self, body: bytes) -> None:
-        self.send(json_answer(body))
+        if self.conn.front.state.draining:  # the connection closes after it: the head says so
+            self.send(answer.whole(200, (NO_CACHE, JSON), "1.1", False, body))
+        else:
+            self.send(json_answer(body))
 
     def send(self, answer: bytes) -> None:
         if not self.answered:
