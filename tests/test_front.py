@@ -106,9 +106,11 @@ async def scenario() -> None:
             assert last["type"] == "reconnect"
 
 
-async def answer(reader: asyncio.StreamReader) -> dict:
+async def answer(reader: asyncio.StreamReader, closing: bool = False) -> dict:
+    """A 200's JSON body; its head says the connection closes exactly when `closing`."""
     head, body = await read_response(reader)
-    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Connection: close" not in head
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert (b"Connection: close" in head) == closing, head
     return json.loads(body)
 
 
@@ -155,7 +157,7 @@ async def poll_scenario() -> None:
         state.hub.drain()
         await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
         for i in (0, 3):
-            doc = await answer(conns[i][0])
+            doc = await answer(conns[i][0], closing=True)
             assert doc == {"messages": [], "cursor": cursors[i]}
             assert await asyncio.wait_for(conns[i][0].read(), DEADLINE) == b""
         for _, writer in conns[:4]:
@@ -420,7 +422,7 @@ async def drain_scenario() -> None:
     await until(lambda: serving.state.hub.connection_total == 2, "a poll and a stream held")
     serving.state.draining = True
     await asyncio.wait_for(serving.drain(), DEADLINE)
-    assert (await answer(poll[0]))["messages"] == []
+    assert (await answer(poll[0], closing=True))["messages"] == []
     assert b'"type":"reconnect"' in await asyncio.wait_for(stream[0].read(), DEADLINE)
     for reader, _ in (poll, idle, after_http):
         assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
