@@ -213,6 +213,8 @@ def section9() -> Iterator[Case]:
     yield Case("9.2-binary-over-64k", [head_bin], [closed(1009)])
     huge = struct.pack("!BBQ", 0x82, 0xFF, 1 << 40) + b"\x00\x00\x00\x00"
     yield Case("9.3-binary-1-tib-announced", [huge], [closed(1009)])
+    top_bit = struct.pack("!BBQ", 0x82, 0xFF, 1 << 63) + b"\x00\x00\x00\x00"
+    yield Case("9.3-length-top-bit-set", [top_bit], [closed(1002)])
     yield Case(
         "9.4-non-minimal-16bit", [masked(TEXT, b"abc", width=2) + ping(b"after")], [closed(1002)]
     )
@@ -294,3 +296,18 @@ async def test_an_unsupported_version_is_refused_naming_13(quiet_server, version
         async with session.get(f"{quiet_server.url}/ws/rfc.version", headers=headers) as r:
             assert r.status == 400
             assert r.headers["Sec-WebSocket-Version"] == "13"
+
+
+@pytest.mark.parametrize(
+    ("upgrade", "status"),
+    [("h2c, WebSocket", b"101"), ("websocket , h2c", b"101"), ("h2c", b"400"), ("", b"400")],
+)
+async def test_upgrade_is_a_list_that_must_name_websocket(quiet_server, upgrade, status) -> None:
+    """RFC 9110 section 7.8: `Upgrade` lists protocols; RFC 6455 section 4.2.1: it must
+    include websocket."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", quiet_server.port)
+    handshake = ws_upgrade().replace("Upgrade: websocket", f"Upgrade: {upgrade}")
+    writer.write(f"GET /ws/rfc.upgrade HTTP/1.1\r\nHost: x\r\n{handshake}\r\n".encode())
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), WS_DEADLINE)
+    writer.close()
+    assert head.split(b" ", 2)[1] == status, head

@@ -92,6 +92,9 @@ class ClientReader:
                     if length < SMALLEST[need - 2]:
                         self._fail(PROTOCOL_ERROR, "payload length not minimally encoded", out)
                         break
+                    if length >> 63:
+                        self._fail(PROTOCOL_ERROR, "payload length's top bit set (§5.2)", out)
+                        break
                 self._left = need + (4 if head[1] & 0x80 else 0) + length
                 if head[0] & 0x0F == CLOSE and self._unfinished:
                     # §5.4 lets a close come between the fragments of a message, and §5.5.1

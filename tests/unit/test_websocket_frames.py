@@ -133,6 +133,7 @@ def test_after_the_server_closes_only_the_peer_close_is_read():
         (masked(TEXT, b"abc", width=2), 1002),  # length not minimal
         (masked(BINARY, b"x" * 200, width=8), 1002),
         (struct.pack("!BBQ", 0x82, 0xFF, MAX_FRAME + 1) + b"\x00" * 4, 1009),
+        (struct.pack("!BBQ", 0x82, 0xFF, 1 << 63) + b"\x00" * 4, 1002),  # top bit set
         (masked(TEXT, b"\xff"), 1007),
         (masked(TEXT, b"\xce", fin=False) + masked(CONTINUATION, b"\x41"), 1007),
         (masked(TEXT, b"\xce"), 1007),  # a code point cut by the end of the message

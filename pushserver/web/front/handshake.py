@@ -29,10 +29,9 @@ def accept(head: RequestHead) -> str:
     if head.version != "1.1":
         raise HandshakeError("a WebSocket handshake needs HTTP/1.1 (RFC 6455 section 4.1)")
     headers = head.headers
-    if headers.get("upgrade", "").strip().lower() != "websocket":
+    if "websocket" not in _tokens(headers.get("upgrade", "")):
         raise HandshakeError("expected Upgrade: websocket")
-    tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
-    if "upgrade" not in tokens:
+    if "upgrade" not in _tokens(headers.get("connection", "")):
         raise HandshakeError("expected Connection: upgrade")
     if headers.get("sec-websocket-version", "").strip() != VERSION:
         raise HandshakeError(
@@ -47,3 +46,9 @@ def accept(head: RequestHead) -> str:
     except (binascii.Error, ValueError):
         raise HandshakeError("Sec-WebSocket-Key must be 16 bytes in base64") from None
     return base64.b64encode(hashlib.sha1(key.encode() + GUID).digest()).decode()
+
+
+def _tokens(value: str) -> set[str]:
+    """A comma-separated header's tokens, lower-cased: `Upgrade` and `Connection` are lists
+    (RFC 9110 sections 7.6.1 and 7.8), so `Upgrade: websocket, h2c` asks for WebSocket too."""
+    return {token.strip().lower() for token in value.split(",")}
