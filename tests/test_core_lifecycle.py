@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -16,9 +17,20 @@ import pytest
 
 from pushserver.config import ConfigError, Settings, parse
 from pushserver.launcher import ServerProcess
+from pushserver.web.transports.ws import CLOSE_TIMEOUT
 
 from .test_core_transports import head_cursor
-from .wire import Subscriber, publish, take, wait_for_stats
+from .wire import (
+    CLOSE,
+    Subscriber,
+    masked,
+    open_ws,
+    publish,
+    read_frame,
+    take,
+    wait_for_stats,
+    wait_for_subscribers,
+)
 
 
 async def test_sigterm_answers_longpolls_and_tells_streams_to_reconnect(server_factory):
@@ -193,3 +205,28 @@ async def test_connections_leave_no_cyclic_garbage(server_factory):
         )
     assert stats["gc"]["pauses"] > 0
     assert stats["gc"]["collected"] - before < per_transport
+
+
+async def test_sigterm_lets_a_websocket_client_answer_the_close(server_factory):
+    """The server's close (1012) is answered by the client before the server exits: the process
+    waits for it (at most `CLOSE_TIMEOUT`), so the client's close never meets a reset that
+    could destroy the server's close frame unread."""
+    srv = server_factory("--shutdown-timeout", "10")
+    reader, writer = await open_ws(srv.port, "/ws/bye-ws")
+    async with aiohttp.ClientSession() as s:
+        await wait_for_subscribers(s, srv.url, "bye-ws", 1)
+    srv.proc.send_signal(signal.SIGTERM)
+    frames = [await read_frame(reader)]
+    while frames[-1][0] != CLOSE:
+        frames.append(await read_frame(reader))
+    assert json.loads(frames[0][1])["type"] == "reconnect"
+    assert frames[-1][1][:2] == struct.pack("!H", 1012)
+    loop = asyncio.get_running_loop()
+    waiting = loop.time() + CLOSE_TIMEOUT / 2
+    while loop.time() < waiting:  # the server lingers for the client's close
+        assert srv.proc.poll() is None and " stopped" not in srv.log, srv.log
+        await asyncio.sleep(0.05)
+    writer.write(masked(CLOSE, frames[-1][1][:2]))
+    assert await asyncio.wait_for(reader.read(), 10) == b""  # its FIN once both closed
+    writer.close()
+    assert await asyncio.to_thread(srv.proc.wait, 15) == 0

@@ -102,6 +102,8 @@ class Hub:
         self.observe_fanout = observe_fanout
         self.channels: dict[str, LocalChannel] = {}
         self.streams: set[StreamSubscriber] = set()
+        self.closing: set[object] = set()
+        """Connections out of the fan-out that still finish their close (`linger`)."""
         self.waiters: set[Waiter] = set()
         self.connections: dict[str, int] = {}
         """Connections by kind (`enter`); plain dicts, not Counters, since every poll counts
@@ -559,15 +561,27 @@ class Hub:
             self._published = self._loop.create_future()
             await self._published
 
+    def linger(self, conn: object) -> None:
+        """`conn` has left the fan-out but is still finishing its close (a WebSocket's closing
+        handshake, bounded by its transport): a shutdown waits for it too (`closed`)."""
+        self.closing.add(conn)
+
+    def closed(self, conn: object) -> None:
+        self.closing.discard(conn)
+        if self._all_gone is not None:
+            self._check_gone()
+
     async def all_gone(self) -> None:
-        """Shutdown: wait until every held stream and long-poll has been unregistered."""
-        if self.streams or self.waiters:
+        """Shutdown: wait until every held stream and long-poll has been unregistered, and every
+        connection that lingers to close has closed."""
+        if self.streams or self.waiters or self.closing:
             self._all_gone = self._loop.create_future()
             await self._all_gone
 
     def _check_gone(self) -> None:
         assert self._all_gone is not None
-        if not self.streams and not self.waiters and not self._all_gone.done():
+        gone = not self.streams and not self.waiters and not self.closing
+        if gone and not self._all_gone.done():
             self._all_gone.set_result(None)
 
 

@@ -288,6 +288,18 @@ async def test_all_gone_returns_at_once_when_nothing_is_held(hub):
     await asyncio.wait_for(hub.all_gone(), 5)
 
 
+async def test_all_gone_waits_for_a_connection_that_lingers_to_close(hub):
+    sub = await stream(hub, ["a"])
+    hub.detach(sub)  # out of the fan-out, its close under way
+    hub.linger(sub)
+    gone = asyncio.ensure_future(hub.all_gone())
+    await asyncio.sleep(0)  # one turn of the loop: all_gone is now waiting
+    assert not gone.done()
+    hub.closed(sub)
+    await asyncio.wait_for(gone, 5)
+    hub.closed(sub)  # twice is harmless
+
+
 async def test_connection_counts_per_address_go_back_to_nothing(hub):
     hub.enter("sse", "10.0.0.1")
     hub.enter("ws", "10.0.0.1")

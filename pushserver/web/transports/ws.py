@@ -3,8 +3,9 @@
 The front end checks the request and answers the handshake (`front.handshake`); then a `HeldWs`,
 the transport's protocol and the hub's subscriber in one object, takes the connection. What the
 client sends is read by `wire.websocket.ClientReader` (pings answered, data ignored, broken
-frames refused); once either side has sent a close, the subscriber leaves the hub at once, so
-nothing but the close goes out, and the socket is dropped within `CLOSE_TIMEOUT`.
+frames refused); once either side has sent a close, the subscriber leaves the fan-out at once, so
+nothing but the close goes out, and the socket is dropped within `CLOSE_TIMEOUT`; a shutdown
+waits for that (`Hub.linger`), so a client's close never meets a reset.
 """
 
 from __future__ import annotations
@@ -97,7 +98,12 @@ class HeldWs(HeldSubscriber):
         elif not self.closing:
             self.closing = True
             hub.detach(self)
+            hub.linger(self)  # a shutdown lets the client answer its close
             asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, transport.abort)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        self.state.hub.closed(self)
 
 
 async def handle(conn: FrontProtocol, head: RequestHead) -> None:
