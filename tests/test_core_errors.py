@@ -20,6 +20,7 @@ BAD_SUBSCRIBES = [
     ("/lp/news?cursor=news:abc:-1", 400, "bad_cursor"),
     ("/lp/news?cursor=news:ab-c:1", 400, "bad_cursor"),
     ("/lp/news?cursor=news:abc:1,news:abc:2", 400, "bad_cursor"),
+    ("/lp/news?cursor=news:u9c1f02ab:3", 400, "bad_cursor"),
     ("/lp/news?timeout=abc", 400, "bad_timeout"),
     ("/lp/news?timeout=-1", 400, "bad_timeout"),
     ("/lp/news?timeout=100000", 400, "bad_timeout"),

@@ -52,6 +52,11 @@ async def test_jsonp_wraps_the_body(server):
         async with s.get(f"{server.url}/lp/j", params={"callback": "alert(1)//"}) as r:
             assert r.status == 400
             assert (await r.json())["error"] == "bad_parameter"
+        async with s.get(  # an empty ?callback= is as if not given
+            f"{server.url}/lp/j", params={"history": "1", "callback": ""}
+        ) as r:
+            assert r.headers["Content-Type"].startswith("application/json")
+            assert (await r.json())["messages"][0]["data"] == {"x": 1}
 
 
 async def test_jsonp_escapes_the_line_separators_old_scripts_cannot_hold(server):

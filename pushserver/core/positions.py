@@ -87,7 +87,10 @@ def parse_cursor(text: str) -> dict[str, Position]:
             raise _bad(f"cursor part {part[:140]!r} is malformed")
         if channel in positions:
             raise _bad(f"cursor names channel {channel!r} twice")
-        positions[channel] = Position(epoch, int(last))
+        last_id = int(last)
+        if last_id and is_unstarted(epoch):  # "before the first message" has no id
+            raise _bad(f"cursor part {part[:140]!r} puts an id in an unstarted epoch")
+        positions[channel] = Position(epoch, last_id)
     return positions
 
 

@@ -68,7 +68,7 @@ def script_safe(body: bytes) -> bytes:
 
 def _callback(query: Mapping[str, str]) -> str | None:
     callback = query.get("callback")
-    if callback is None:
+    if not callback:  # empty is as if not given, as for every other parameter
         return None
     if not CALLBACK_RE.fullmatch(callback):
         raise InvalidInput("bad_parameter", "?callback must be a JavaScript identifier")
