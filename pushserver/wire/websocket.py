@@ -96,7 +96,7 @@ class ClientReader:
                         self._fail(PROTOCOL_ERROR, "payload length's top bit set (§5.2)", out)
                         break
                 self._left = need + (4 if head[1] & 0x80 else 0) + length
-                if head[0] & 0x0F == CLOSE and self._unfinished:
+                if head[0] & 0x0F == CLOSE and self._unfinished and self.open:
                     # §5.4 lets a close come between the fragments of a message, and §5.5.1
                     # wants it answered; the library would fail it as an unfinished message,
                     # so it reads the close as one that starts afresh.

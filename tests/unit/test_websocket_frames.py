@@ -103,6 +103,13 @@ def test_a_close_between_fragments_is_echoed(begun, payload):
         assert reader.done
 
 
+def test_after_the_server_closes_a_close_between_fragments_only_ends_the_connection():
+    reader = ClientReader()
+    reader.close(1012, "shutdown")
+    data = masked(TEXT, b"abc", fin=False) + masked(CLOSE, close(1012))
+    assert frames(reader.feed(data)) == [EOF_MARK]  # no second close frame
+
+
 def test_a_message_still_follows_the_fragmentation_rules_after_it_ends():
     reader = ClientReader()
     data = masked(TEXT, b"a", fin=False) + masked(CONTINUATION, b"b") + masked(CONTINUATION, b"c")
