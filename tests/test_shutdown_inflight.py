@@ -122,18 +122,28 @@ def _holding(redis_server: RedisServer, processes: int) -> Callable[[], Awaitabl
     call of each of the server's `processes`."""
 
     async def hold() -> None:
-        client = redis.asyncio.Redis(host="127.0.0.1", port=redis_server.port)
-        async with client:
-            await client.client_pause(PAUSE_MS, all=False)
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + PAUSE_MS / 1000
-            held = 0
-            while held < processes:
-                assert loop.time() < deadline, f"Redis held {held} publish calls"
-                clients = await client.client_list()
-                held = sum("b" in c["flags"] and c["cmd"] in SCRIPT_CALLS for c in clients)
+        await _pause(redis_server)
+        await _until_held(redis_server, processes)
 
     return hold
+
+
+async def _pause(redis_server: RedisServer) -> None:
+    """Redis holds every script call (they count as writes) for `PAUSE_MS`, on its own timer."""
+    async with redis.asyncio.Redis(host="127.0.0.1", port=redis_server.port) as client:
+        await client.client_pause(PAUSE_MS, all=False)
+
+
+async def _until_held(redis_server: RedisServer, calls: int) -> None:
+    """Returns once Redis holds `calls` script calls (within the pause)."""
+    async with redis.asyncio.Redis(host="127.0.0.1", port=redis_server.port) as client:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + PAUSE_MS / 1000
+        held = 0
+        while held < calls:
+            assert loop.time() < deadline, f"Redis held {held} script calls"
+            clients = await client.client_list()
+            held = sum("b" in c["flags"] and c["cmd"] in SCRIPT_CALLS for c in clients)
 
 
 def _redis_history(redis_server: RedisServer) -> dict[tuple[str, int], int]:
@@ -213,15 +223,39 @@ class HeldBroker(MemoryBroker):
         return await super().publish(items)
 
 
-async def test_hub_published_returns_once_the_broker_answered_every_publish() -> None:
+async def test_hub_answered_returns_once_the_broker_answered_every_publish() -> None:
     broker = HeldBroker(expected=3)
     hub = Hub(broker, history_size=10, history_ttl=300, max_buffer_bytes=1000)
-    await hub.published()  # nothing in flight: no wait
+    await hub.answered()  # nothing in flight: no wait
     publishes = [asyncio.create_task(hub.publish([("held", b"1")])) for _ in range(3)]
     await broker.all_held.wait()
-    waiting = asyncio.create_task(hub.published())
+    waiting = asyncio.create_task(hub.answered())
     broker.answer.set()
     await waiting
     assert all(publish.done() for publish in publishes)
     assert [p.result()[0][0].id for p in publishes] == [1, 2, 3]
-    assert hub.publishing == 0
+    assert hub.awaiting == 0
+
+
+async def test_subscribes_waiting_on_redis_at_sigterm_are_answered(
+    redis_server: RedisServer, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """A long-poll and a stream whose channels Redis is still opening when the drain runs are
+    answered `503 draining` once it has, rather than held after the drain with nothing left to
+    answer them (the process then waited out `--shutdown-timeout`)."""
+    srv = server_factory("--redis", redis_server.url, "--shutdown-timeout", str(SHUTDOWN_TIMEOUT))
+    await _pause(redis_server)
+    requests = [b"GET /lp/opening-lp?timeout=60", b"GET /sse/opening-sse"]
+    connections = [await asyncio.open_connection("127.0.0.1", srv.port) for _ in requests]
+    for (_, writer), line in zip(connections, requests, strict=True):
+        writer.write(line + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    await _until_held(redis_server, len(requests))
+    assert srv.proc is not None
+    srv.proc.send_signal(signal.SIGTERM)
+    for reader, writer in connections:
+        answer = await asyncio.wait_for(reader.read(), SHUTDOWN_TIMEOUT)
+        assert answer.startswith(b"HTTP/1.1 503 "), (answer, srv.log)
+        assert b"Connection: close" in answer and b'"draining"' in answer, answer
+        writer.close()
+    assert await asyncio.to_thread(srv.proc.wait, SHUTDOWN_TIMEOUT + 10) == 0
+    assert "shutdown timeout" not in srv.log, srv.log

@@ -119,9 +119,9 @@ class Hub:
         self._seq = itertools.count(1)
         self._loop = asyncio.get_running_loop()
         self._all_gone: asyncio.Future[None] | None = None
-        self.publishing = 0
-        """Publishes handed to the broker (`publish`) that it has not answered yet."""
-        self._published: asyncio.Future[None] | None = None
+        self.awaiting = 0
+        """Publishes and opens handed to the broker (`publish`, `open`) it has not answered."""
+        self._answered: asyncio.Future[None] | None = None
         broker.bind(self)
 
     # -- what the web layer asks -------------------------------------------------------------
@@ -129,15 +129,19 @@ class Hub:
     async def publish(self, items: Sequence[Item | tuple[str, bytes]]) -> list[tuple[Message, int]]:
         """Publish through the broker; each message with the local audience it reached. A plain
         `(channel, data)` pair is an item without an idempotency key. Counted while the broker
-        holds it, so a shutdown closes the broker only once it has answered (`published`)."""
-        self.publishing += 1
+        holds it, so a shutdown closes the broker only once it has answered (`answered`)."""
+        self.awaiting += 1
         try:
             return await self.broker.publish([Item(*item) for item in items])
         finally:
-            self.publishing -= 1
-            published = self._published
-            if not self.publishing and published is not None and not published.done():
-                published.set_result(None)
+            self._back()
+
+    def _back(self) -> None:
+        """The broker answered a call `awaiting` counted."""
+        self.awaiting -= 1
+        answered = self._answered
+        if not self.awaiting and answered is not None and not answered.done():
+            answered.set_result(None)
 
     def publish_now(self, items: Sequence[Item]) -> list[tuple[Message, int]] | None:
         """`publish` when the broker needs no wait for it; None (nothing done) otherwise."""
@@ -154,9 +158,14 @@ class Hub:
         """The local channels for a new subscription, current as the broker knows them.
 
         Does not leave the event loop between returning and the caller attaching its
-        subscriber, so no message can slip between the backlog and live delivery.
+        subscriber, so no message can slip between the backlog and live delivery. Counted while
+        the broker holds it, as a publish is.
         """
-        await self.broker.follow(names, positions)
+        self.awaiting += 1
+        try:
+            await self.broker.follow(names, positions)
+        finally:
+            self._back()
         return [self.channels[n] for n in names]
 
     def open_now(
@@ -553,13 +562,14 @@ class Hub:
                 sub.transport.write(sub.framing.chunk(sub.framing.event(body, None)))
             sub.close("shutdown")
 
-    async def published(self) -> None:
-        """Shutdown: wait until the broker has answered every publish handed to it. Closing it
-        sooner would fail a publish Redis is running as `504 outcome_unknown`, and make its
-        client retry one that was published."""
-        if self.publishing:
-            self._published = self._loop.create_future()
-            await self._published
+    async def answered(self) -> None:
+        """Shutdown: wait until the broker has answered every publish and open handed to it.
+        Closing it sooner would fail a publish Redis is running as `504 outcome_unknown` (its
+        client would retry one that was published), and leave a subscribe still opening with
+        no answer."""
+        if self.awaiting:
+            self._answered = self._loop.create_future()
+            await self._answered
 
     def linger(self, conn: object) -> None:
         """`conn` has left the fan-out but is still finishing its close (a WebSocket's closing

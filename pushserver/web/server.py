@@ -86,12 +86,13 @@ class Serving:
     async def drain(self) -> None:
         """Stop accepting, end what is held, close what is idle, and wait for the rest.
 
-        The publishes the broker holds are answered before `runner.cleanup`, whose app cleanup
-        closes the broker: each gets the broker's answer rather than `504 outcome_unknown`."""
+        The publishes and subscribes the broker holds are answered before `runner.cleanup`, whose
+        app cleanup closes the broker: a publish gets the broker's answer rather than
+        `504 outcome_unknown`, a subscribe `503 draining` rather than nothing."""
         self.listener.close()
         self.state.hub.drain()
         self.front.close_idle()
-        await self.state.hub.published()
+        await self.state.hub.answered()
         await self.runner.cleanup()
         await self.state.hub.all_gone()
 
@@ -155,9 +156,9 @@ async def serve(
     GcMonitor.freeze()
     await stop.wait()
     log.info(
-        "draining: %d held connections, %d publishes awaiting the broker",
+        "draining: %d held connections, %d publishes and subscribes awaiting the broker",
         state.hub.connection_total,
-        state.hub.publishing,
+        state.hub.awaiting,
     )
     state.draining = True
     try:

@@ -215,8 +215,11 @@ async def open_channels(sub_req: SubscribeRequest) -> Start:
     start = open_now(sub_req)
     if start is not None:
         return start
-    channels = await sub_req.state.hub.open(sub_req.channels, sub_req.positions)
-    return _start(sub_req, channels)
+    state = sub_req.state
+    start = _start(sub_req, await state.hub.open(sub_req.channels, sub_req.positions))
+    if state.draining:  # the drain has answered what was held: this would wait for nothing
+        raise draining()
+    return start
 
 
 def _start(sub_req: SubscribeRequest, channels: list[LocalChannel]) -> Start:
