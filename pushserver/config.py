@@ -102,13 +102,13 @@ class Settings:
         0.0, "publishes per second per key or IP (0 = unlimited)", metavar="RATE"
     )
     max_pad: int = _setting(8192, "largest ?pad= accepted on streams")
-    max_line_size: int = _setting(24 << 10, "largest request target in bytes (fits any cursor)")
+    max_line_size: int = _setting(40 << 10, "largest request target in bytes (fits any cursor)")
     max_field_size: int = _setting(16 << 10, "largest request header in bytes (fits any cursor)")
     max_headers: int = _setting(64, "most header lines in one request head")
     max_head_bytes: int = _setting(
-        48 << 10,
-        "largest whole request head in bytes (at least --max-line-size + --max-field-size); "
-        "the connection is closed above",
+        64 << 10,
+        "largest whole request head in bytes (at least --max-line-size + --max-field-size + "
+        "4096); the connection is closed above",
     )
     publish_key: str = _setting("", "bearer key for publishing and admin; empty = loopback only")
     subscribe_secret: str = _setting("", "HS256 secret; when set, subscribers need ?token=JWT")
@@ -258,25 +258,30 @@ def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Set
 
 
 LONGEST_NAME = 128
-LONGEST_CURSOR_PART = LONGEST_NAME + 32 + 18
-"""A channel name, an epoch and an id at their longest (docs/protocol.md; the unit tests check
-them against `core.names` and `core.positions`), without the two `:` between them."""
+ID_AND_EPOCH = 32 + 18
+"""An epoch and an id at their longest (docs/protocol.md; the unit tests check them, and
+`LONGEST_NAME`, against `core.names` and `core.positions`): letters and digits, never encoded."""
 SUBSCRIBE_PREFIX = len("/stream/") + len("?cursor=")
 OTHER_PARAMETERS = 128
 """Bytes a subscribe target may need besides its channels and cursor (a token not counted)."""
+OTHER_HEADERS = 4 << 10
+"""Bytes a subscribe head may need besides its target and its `Last-Event-ID`."""
 
 
-def longest_cursor(channels: int, separator: int = 1) -> int:
-    """Bytes of the longest cursor a subscription of `channels` channels may be handed, with
-    each `:` and `,` taking `separator` bytes (3 when a client percent-encodes them)."""
-    return channels * (LONGEST_CURSOR_PART + 3 * separator) - separator
+def longest_cursor(channels: int, encoded: bool = False) -> int:
+    """Bytes of the longest cursor a subscription of `channels` channels may be handed; with
+    `encoded`, as encodeURIComponent sends it in a query (`:`, `@` and `,` three bytes each, and
+    a name may be all of them)."""
+    grow = 3 if encoded else 1
+    part = LONGEST_NAME * grow + ID_AND_EPOCH + 2 * grow
+    return channels * (part + grow) - grow
 
 
 def longest_subscribe_target(channels: int) -> int:
     """The longest target of a subscription of `channels` channels resuming from its cursor,
-    the cursor's separators percent-encoded as browsers' encodeURIComponent sends them."""
+    the cursor percent-encoded as browsers' encodeURIComponent sends it."""
     names = channels * (LONGEST_NAME + 1) - 1
-    return SUBSCRIBE_PREFIX + names + longest_cursor(channels, 3) + OTHER_PARAMETERS
+    return SUBSCRIBE_PREFIX + names + longest_cursor(channels, encoded=True) + OTHER_PARAMETERS
 
 
 def _check_head_limits(settings: Settings, bad: Callable[[str, str], ConfigError]) -> None:
@@ -290,9 +295,12 @@ def _check_head_limits(settings: Settings, bad: Callable[[str, str], ConfigError
     field = len("last-event-id") + longest_cursor(channels)
     if settings.max_field_size < field:
         raise bad("max_field_size", f"at least {field} {because} (a Last-Event-ID cursor)")
-    head = settings.max_line_size + settings.max_field_size
+    head = settings.max_line_size + settings.max_field_size + OTHER_HEADERS
     if settings.max_head_bytes < head:
-        raise bad("max_head_bytes", f"at least --max-line-size + --max-field-size ({head})")
+        raise bad(
+            "max_head_bytes",
+            f"at least --max-line-size + --max-field-size + {OTHER_HEADERS} ({head})",
+        )
 
 
 def _is_redis_url(url: str) -> bool:

@@ -55,7 +55,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> N
         (["--redis", "redis://h:99999/0"], {}, ["--redis must be"]),
         (["--trusted-proxies", "10.0.0.0/33"], {}, ["--trusted-proxies must be"]),
         (["--gc-threshold", "1,2"], {}, ["--gc-threshold must be three integers"]),
-        (["--max-line-size", "8190"], {}, ["--max-line-size must be at least 20364", "64"]),
+        (["--max-line-size", "8190"], {}, ["--max-line-size must be at least 36748", "64"]),
         ([], {"PUSHSERVER_MAX_FIELD_SIZE": "8190"}, ["PUSHSERVER_MAX_FIELD_SIZE must be at least"]),
         (["--max-head-bytes", "32768"], {}, ["--max-head-bytes must be at least --max-line-size"]),
         (["--host", "256.0.0.1", "--port", "0"], {}, ["cannot listen on --host 256.0.0.1"]),

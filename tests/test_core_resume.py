@@ -161,9 +161,10 @@ async def test_sse_start_id_resumes_a_stream_dropped_before_its_first_message(se
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_the_longest_subscription_resumes_from_its_cursor(server, transport):
-    """64 channels of 128 characters: the URL and its cursor (percent-encoded, as browsers send
-    it) fit the default head limits, on every transport; SSE's Last-Event-ID too."""
-    names = [f"{n:02d}".ljust(128, "c") for n in range(64)]
+    """64 channels of 128 characters, all `:` and `@`: the URL and its cursor (percent-encoded,
+    as browsers send it) fit the default head limits, on every transport; SSE's Last-Event-ID
+    too."""
+    names = [f"{n:07b}".translate({48: ":", 49: "@"}).ljust(128, ":") for n in range(64)]
     channels = ",".join(names)
     async with aiohttp.ClientSession() as s:
         cursor = await head_cursor(s, server.url, channels)

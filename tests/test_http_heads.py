@@ -102,7 +102,7 @@ async def test_a_cursor_inside_another_parameter_is_not_taken_for_the_cursor(por
 
 async def test_a_repeated_poll_is_held_to_the_line_limit(port):
     poll = b"GET /lp/long?cursor=%b&timeout=0 HTTP/1.1\r\nHost: x\r\n\r\n"
-    raw = await exchange(port, poll % b"long:u0:0" + poll % (b"k" * 25_000), expect=2)
+    raw = await exchange(port, poll % b"long:u0:0" + poll % (b"k" * 42_000), expect=2)
     got = answers(raw)
     assert got[0][0] == 200
     assert error(got[1]) == (414, "too_large")

@@ -108,7 +108,7 @@ def _raw(port: int, request: bytes) -> bytes:
 @pytest.mark.parametrize(
     ("request_bytes", "status"),
     [
-        (b"GET /lp/" + b"a" * 25_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"414"),
+        (b"GET /lp/" + b"a" * 42_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"414"),
         (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 17_000 + b"\r\n\r\n", b"431"),
     ],
     ids=["long-url", "long-header"],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from urllib.parse import quote
 
 import pytest
 
@@ -20,8 +21,11 @@ from pushserver.core.positions import Position, format_cursor, parse_cursor
 
 
 def longest(channels: int) -> dict[str, Position]:
-    """The longest cursor `core` formats for `channels` channels."""
-    names = [f"{n:03d}".ljust(LONGEST_NAME, "x") for n in range(channels)]
+    """The longest cursor `core` formats for `channels` channels, its names all `:` and `@`
+    (`n` in binary), which a browser's encodeURIComponent sends as three bytes each."""
+    names = [
+        f"{n:07b}".translate({48: ":", 49: "@"}).ljust(LONGEST_NAME, ":") for n in range(channels)
+    ]
     return {name: Position("e" * 32, 10**18 - 1) for name in names}
 
 
@@ -32,8 +36,8 @@ def test_the_longest_cursor_is_the_longest_core_accepts(channels):
     assert parse_cursor(cursor) == positions
     assert parse_channels(",".join(positions), channels) == tuple(positions)
     assert len(cursor) == longest_cursor(channels)
-    encoded = cursor.replace(":", "%3A").replace(",", "%2C")
-    assert len(encoded) == longest_cursor(channels, 3)
+    encoded = quote(cursor, safe="")  # what encodeURIComponent sends for these characters
+    assert len(encoded) == longest_cursor(channels, encoded=True)
 
 
 @pytest.mark.parametrize(
@@ -50,7 +54,7 @@ def test_the_defaults_fit_the_longest_subscription():
     target = longest_subscribe_target(settings.max_channels_per_subscription)
     assert validate(settings) is settings
     assert settings.max_line_size >= target
-    assert settings.max_head_bytes >= settings.max_line_size + settings.max_field_size
+    assert settings.max_head_bytes >= settings.max_line_size + settings.max_field_size + 4096
 
 
 def test_fewer_channels_allow_smaller_limits():
@@ -58,7 +62,10 @@ def test_fewer_channels_allow_smaller_limits():
         max_channels_per_subscription=16,
         max_line_size=longest_subscribe_target(16),
         max_field_size=len("last-event-id") + longest_cursor(16),
-        max_head_bytes=longest_subscribe_target(16) + len("last-event-id") + longest_cursor(16),
+        max_head_bytes=longest_subscribe_target(16)
+        + len("last-event-id")
+        + longest_cursor(16)
+        + 4096,
     )
     assert validate(small) is small
     for name in ("max_line_size", "max_field_size", "max_head_bytes"):
