@@ -28,6 +28,7 @@ EXTENDED = {126: 2, 127: 8}
 SMALLEST = {2: 126, 8: 1 << 16}
 """The smallest length each extended field may carry (§5.2: the minimal number of bytes)."""
 utf8_decoder = codecs.getincrementaldecoder("utf-8")
+DATA_OPCODES = frozenset((Opcode.TEXT, Opcode.BINARY, Opcode.CONT))
 
 
 def ws_frame(opcode: int, payload: bytes) -> bytes:
@@ -117,7 +118,8 @@ class ClientReader:
         return protocol.data_to_send()
 
     def _step(self, piece: bytes, out: list[bytes]) -> None:
-        """Give the library part of one frame; at the frame's end, check a text payload."""
+        """Give the library part of one frame; at the frame's end, note whether a message is
+        left unfinished and check a text payload."""
         protocol = self._protocol
         was_open = protocol.state is State.OPEN
         protocol.receive_data(piece)
@@ -125,6 +127,8 @@ class ClientReader:
             for event in protocol.events_received():
                 if not isinstance(event, Frame):
                     continue  # a server protocol past its handshake only yields frames
+                if event.opcode in DATA_OPCODES:
+                    self._unfinished = not event.fin
                 if not self._utf8_ok(event.opcode, bytes(event.data), event.fin):
                     protocol.fail(INVALID_DATA, "invalid UTF-8 in a text message")
                     break
@@ -132,8 +136,6 @@ class ClientReader:
 
     def _utf8_ok(self, opcode: Opcode, data: bytes, fin: bool) -> bool:
         """Whether a data frame keeps its text message valid UTF-8 so far."""
-        if opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
-            self._unfinished = not fin
         if opcode is Opcode.TEXT:
             self._text = utf8_decoder()
         elif opcode is Opcode.BINARY:
