@@ -681,10 +681,14 @@ class FrontProtocol(asyncio.Protocol):
         headers = headers + self._cors(head)
         if head.method == "HEAD":  # the head of the answer a GET would get, without its body
             body = b""
-        keep_alive = head.keep_alive and not self.front.state.draining
-        whole = answer.head(status, headers, head.version, keep_alive, length) + body
+        whole = answer.head(status, headers, head.version, self.keeps(head), length) + body
         transport.write(whole)
         self.logged(head, status, len(whole))
+
+    def keeps(self, head: RequestHead) -> bool:
+        """Whether the connection stays open after the answer to `head`, as `finish` decides:
+        not when the head says close, nor while the server drains."""
+        return head.keep_alive and not self.front.state.draining
 
     def logged(self, head: RequestHead, status: int, sent: int) -> None:
         """An access log line (`sent`: bytes written, the head included, as aiohttp counts)."""
@@ -720,7 +724,7 @@ class FrontProtocol(asyncio.Protocol):
         if not self.bare(head):
             self.reply(head, status, [answer.JSON], body)
             return
-        keep_alive = head.keep_alive and not self.front.state.draining
+        keep_alive = self.keeps(head)
         if not self.transport.is_closing():
             self.transport.write(
                 answer.whole(status, (answer.JSON,), head.version, keep_alive, body)
