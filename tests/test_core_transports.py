@@ -67,26 +67,24 @@ async def test_multi_channel_subscription(server, transport):
         assert parts == seen
 
 
+BODIES = [
+    ("héllo\nworld".encode(), None),
+    (b'{\n  "pretty": [1,\n 2]\n}', "application/json"),
+    (b'{"a": 1}', "Application/Vnd.Api+JSON; charset=utf-8"),  # any +json type is JSON
+]
+"""Publish bodies and their Content-Type (None: none sent)."""
+
+
 async def test_text_and_json_bodies(server):
     async with aiohttp.ClientSession() as s:
         cursor = await head_cursor(s, server.url, "t")
-        async with s.post(f"{server.url}/pub/t", data="héllo\nworld".encode()) as r:
-            assert r.status == 201
-        async with s.post(
-            f"{server.url}/pub/t",
-            data=b'{\n  "pretty": [1,\n 2]\n}',
-            headers={"Content-Type": "application/json"},
-        ) as r:
-            assert r.status == 201
-        async with s.post(
-            f"{server.url}/pub/t",
-            data=b'{"a": 1}',
-            headers={"Content-Type": "Application/Vnd.Api+JSON; charset=utf-8"},
-        ) as r:
-            assert r.status == 201
+        for data, content_type in BODIES:
+            headers = {} if content_type is None else {"Content-Type": content_type}
+            async with s.post(f"{server.url}/pub/t", data=data, headers=headers) as r:
+                assert r.status == 201
         sub = Subscriber(s, server.url, "stream", "t,t", cursor=cursor)
         await sub.connect()
-        events = await take(sub, 3)
+        events = await take(sub, len(BODIES))
         await sub.close()
     assert events[0]["data"] == "héllo\nworld"
     assert events[1]["data"] == {"pretty": [1, 2]}
