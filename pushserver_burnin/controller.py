@@ -36,6 +36,7 @@ from pushserver_burnin.results import FORMAT, TOOL, ResultsWriter
 from pushserver_burnin.settings import (
     DRAIN_GRACE,
     PUBLISHER_MIN_RATE,
+    RUNNER_ENV,
     Settings,
     recorded_command,
 )
@@ -170,10 +171,10 @@ class Controller:
                 "ended": time.time(),
             }
         )
-        if announce:
+        if announce and not os.environ.get(RUNNER_ENV):  # else pushserver-burnin says it last
             print(f"burn-in finished ({reason}): {message}", flush=True)
-            print(f"verdict: {answer}", flush=True)
             print(f"results: {self.writer.path}", flush=True)
+            print(f"verdict: {answer}", flush=True)
         self.publisher.close()
         if self.probe is not None:
             self.probe.stop()

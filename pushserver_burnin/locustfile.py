@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import signal
 from argparse import Namespace
 from typing import Any
@@ -20,7 +21,12 @@ from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
 from pushserver_burnin.controller import Controller, crowd_channel, own_channel
-from pushserver_burnin.settings import add_locust_arguments, from_locust_options, new_run_id
+from pushserver_burnin.settings import (
+    SOURCE_IP_ENV,
+    add_locust_arguments,
+    from_locust_options,
+    new_run_id,
+)
 from pushserver_burnin.subscribers import TRANSPORTS
 from pushserver_burnin.tally import StepBook, Tally
 from pushserver_measure.http11 import Endpoint
@@ -96,12 +102,13 @@ def _init(environment: Environment, **_: Any) -> None:
         runner.register_message(REPORT, lambda msg, **_: state.book.merge(msg.node_id, msg.data))
         # Headless Locust installs its own SIGTERM handler only after a shape test ends, so
         # until then SIGTERM would kill the master without an end line and orphan the probe.
-        gevent.signal_handler(signal.SIGTERM, _terminated, environment)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            gevent.signal_handler(signum, _terminated, environment, signum)
 
 
-def _terminated(environment: Environment) -> None:
+def _terminated(environment: Environment, signum: int) -> None:
     if state.controller is not None and not state.controller.finished:
-        state.controller.abort("stopped by SIGTERM")
+        state.controller.abort(f"stopped by {signal.Signals(signum).name}")
     if environment.runner is not None:
         environment.runner.quit()
 
@@ -157,6 +164,9 @@ def _test_stopping(environment: Environment, **_: Any) -> None:
 
 def _source_ip(environment: Environment, choice: str, endpoint: Endpoint) -> str | None:
     """Per-worker loopback source address, so each worker has its own ephemeral ports."""
+    own = os.environ.get(SOURCE_IP_ENV)
+    if own:
+        return own
     if choice == "none":
         return None
     if choice != "auto":
