@@ -115,7 +115,8 @@ def server_settings(settings: Sequence[str], named: str) -> str:
     if done.returncode == 0:
         return ""
     said = (done.stderr.strip() or done.stdout.strip()).splitlines()
-    return f"{named}: {said[-1] if said else f'pushserver --check exited {done.returncode}'}"
+    line = said[-1].removeprefix("pushserver: error: ") if said else f"exit {done.returncode}"
+    return f"{named}: pushserver --check: {line}"
 
 
 def first(*problems: str) -> str:
