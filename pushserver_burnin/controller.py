@@ -18,7 +18,9 @@ from typing import Any
 
 import gevent
 
-from pushserver_burnin.histogram import Histogram
+from pushserver_burnin.churn import Churner, DropHook
+from pushserver_burnin.faults import FaultRun
+from pushserver_burnin.histogram import Latencies
 from pushserver_burnin.preflight import server_problem
 from pushserver_burnin.probe import ProbeProcess
 from pushserver_burnin.progress import progress_line
@@ -73,6 +75,7 @@ class Controller:
         book: StepBook,
         distributed: bool,
         on_publish: PublishHook | None = None,
+        on_churn: DropHook | None = None,
     ) -> None:
         self.settings = settings
         self.host = host
@@ -95,6 +98,11 @@ class Controller:
         self.started = time.time()
         self.deadline = time.monotonic() + settings.max_minutes * 60
         self.greenlet: gevent.Greenlet | None = None
+        self.churner = Churner(settings.churn, self._held, on_churn or (lambda shares: None))
+        self.faults = {fault.step: fault.command for fault in settings.faults}
+
+    def _held(self) -> dict[str, int]:
+        return {name: node.established for name, node in self.book.nodes.items()}
 
     def start(self) -> None:
         self.greenlet = gevent.spawn(self._run)
@@ -130,7 +138,7 @@ class Controller:
 
     def _invalid_start(self, problem: str) -> tuple[str, str]:
         now = time.time()
-        empty = Histogram().summary()
+        empty = Latencies().summary()
         self._write_step(
             {
                 "kind": "step",
@@ -280,20 +288,29 @@ class Controller:
                 uncounted = 1
         first = self._snapshot()
         started = time.time()
-        result = self.publisher.publish_step(step, channels, uncounted, s.rate, s.step_seconds)
-        expected = result.messages * per_message
-        counts = self.book.step(step)
-        drained = self._wait(
-            lambda: counts.delivered >= expected and self._probe_done(step, result),
-            s.ceiling + DRAIN_GRACE,
-        )
-        gevent.sleep(0.3)  # one more round of worker reports, for late duplicates
+        fault = FaultRun(self.faults[step]) if step in self.faults else None
+        self.churner.start()
+        try:
+            result = self.publisher.publish_step(step, channels, uncounted, s.rate, s.step_seconds)
+            expected = result.messages * per_message
+            counts = self.book.step(step)
+            drained = self._wait(
+                lambda: counts.delivered >= expected and self._probe_done(step, result),
+                s.ceiling + DRAIN_GRACE,
+            )
+            if fault is not None:
+                fault.wait(max(0.0, self.deadline - time.monotonic()))
+            gevent.sleep(0.3)  # one more round of worker reports, for late duplicates
+        finally:
+            churn_asked = self.churner.stop()
+            if fault is not None:
+                fault.stop()
         last = self._snapshot()
         probe = self.book.probe.get(step) if self.probe is not None else None
         problems = []
         if subscribers < target:
             problems.append(f"only {subscribers} of {target} subscribers connected")
-        if result.errors:
+        if result.errors and fault is None:  # during a fault, failed publishes are its effect
             problems.append(f"{result.errors} publish requests failed, first {result.first_error}")
         if not expected and not problems:
             problems.append("no delivery was expected: nothing was published")
@@ -311,6 +328,8 @@ class Controller:
             "duplicates": counts.duplicates,
             "reconnects": counts.reconnects,
             "missed": counts.missed,
+            "churned": counts.churned,
+            "churn_asked": churn_asked,
             "drained": drained,
             "latency": {
                 "publish": result.round_trip.summary(),
@@ -320,11 +339,14 @@ class Controller:
             "probe": None
             if probe is None
             else {"fanout": probe.fanout.summary(), "e2e": probe.e2e.summary()},
+            "windows": counts.timeline(),
             "publisher": {
                 "rate_kept": result.kept_rate,
                 "errors": result.errors,
                 "rounds": result.ticks,
+                "late": result.late.summary(with_histogram=False),
             },
+            "fault": None if fault is None else fault.record(result, s.rate, step, self.book.first),
             "server": server_figures(first, last),
             "loadgen": loadgen_figures(first, last, counts.delivered),
             "invalid": "; ".join(problems) or None,

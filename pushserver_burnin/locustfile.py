@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 from argparse import Namespace
+from collections.abc import Mapping
 from typing import Any
 
 import gevent
@@ -20,6 +21,7 @@ from locust import LoadTestShape, User, constant, events, runners, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from pushserver_burnin import churn
 from pushserver_burnin.controller import Controller, crowd_channel, own_channel
 from pushserver_burnin.settings import (
     SOURCE_IP_ENV,
@@ -27,12 +29,13 @@ from pushserver_burnin.settings import (
     from_locust_options,
     new_run_id,
 )
-from pushserver_burnin.subscribers import TRANSPORTS
+from pushserver_burnin.subscribers import TRANSPORTS, Subscriber
 from pushserver_burnin.tally import StepBook, Tally
 from pushserver_measure.http11 import Endpoint
 from pushserver_measure.tuning import quiet_gc, raise_open_files_limit
 
 REPORT = "burnin_report"
+CHURN = "burnin_churn"  # master to a subscriber process: drop this many subscribers
 REPORT_INTERVAL = 0.25
 WORKER_SILENCE = 30  # heartbeats (s) a worker may miss before the master drops it
 
@@ -63,6 +66,7 @@ class _State:
         self.reporter: gevent.Greenlet | None = None
         self.fixed_run_id = ""
         self.channel_numbers = itertools.count()
+        self.live: set[Subscriber] = set()  # this process's subscribers, for --churn
 
 
 state = _State()
@@ -98,6 +102,8 @@ def _init(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if environment.parsed_options is not None:
         state.fixed_run_id = environment.parsed_options.burnin_run_id
+    if runner is not None and not isinstance(runner, MasterRunner):
+        runner.register_message(CHURN, lambda msg, **_: churn.drop(state.live, int(msg.data)))
     if runner is not None and not isinstance(runner, WorkerRunner):
         runner.register_message(REPORT, lambda msg, **_: state.book.merge(msg.node_id, msg.data))
         # Headless Locust installs its own SIGTERM handler only after a shape test ends, so
@@ -195,7 +201,11 @@ class BurninSubscriber(User):
             channel = own_channel(run_id, node, next(state.channel_numbers))
         source_ip = _source_ip(self.environment, options.burnin_source_ip, endpoint)
         subscriber = TRANSPORTS[options.burnin_transport](endpoint, channel, state.tally, source_ip)
-        subscriber.run()
+        state.live.add(subscriber)
+        try:
+            subscriber.run()
+        finally:
+            state.live.discard(subscriber)
 
 
 class BurninShape(LoadTestShape):
@@ -235,6 +245,12 @@ def _start_controller(environment: Environment) -> Controller:
             context={},
         )
 
-    controller = Controller(settings, _host(environment), state.book, distributed, published)
+    def dropping(shares: Mapping[str, int]) -> None:
+        for node, count in shares.items():
+            _runner(environment).send_message(CHURN, count, client_id=node)
+
+    controller = Controller(
+        settings, _host(environment), state.book, distributed, published, dropping
+    )
     controller.start()
     return controller
