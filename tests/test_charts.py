@@ -492,8 +492,9 @@ def _verdict_run(
     lines = results_lines("stream", [100, 200, 300, 400], seed=7, probe=probe_worst is not None)
     last = lines[-2]
     last["latency"]["e2e"]["worst"] = worst
-    if probe_worst is not None:
-        last["probe"]["e2e"]["worst"] = probe_worst
+    if probe_worst is not None:  # the steps before it agree on the side (verdict.AGREEING)
+        for line in lines[-4:-1]:
+            line["probe"]["e2e"]["worst"] = line["latency"]["e2e"]["worst"] * probe_worst / worst
     last["server"]["cpu_wait_percent"] = 4.0
     last["loadgen"] |= {"cpu_percent": 97.0, "cpu_wait_percent": 30.0}
     lines[-1] |= {"reason": reason}
