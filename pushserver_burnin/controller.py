@@ -48,6 +48,18 @@ from pushserver_measure.machine import machine_info
 from pushserver_measure.verdict import Point, verdict
 
 _POLL = 0.05
+IDLE_FIGURES = ("rss_bytes", "channels", "messages_in", "history_size", "uptime")
+"""What the header records of the server before the first subscriber: the memory baseline,
+and whether the server was fresh (nothing published, no channel held)."""
+
+
+def idle_figures(stats: dict[str, Any]) -> dict[str, Any]:
+    figures = {key: stats.get(key) for key in IDLE_FIGURES}
+    connections = stats.get("connections")
+    figures["connections"] = (
+        connections.get("total") if isinstance(connections, dict) else connections
+    )
+    return figures
 
 
 class TimeUp(Exception):
@@ -211,7 +223,7 @@ class Controller:
                 "settings": settings,
                 "machine": machine_info(),
                 "started": self.started,
-                "server_idle": {"rss_bytes": stats.get("rss_bytes")} if stats else None,
+                "server_idle": idle_figures(stats) if stats else None,
             }
         )
 
