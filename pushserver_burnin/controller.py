@@ -346,7 +346,7 @@ class Controller:
             "latency": {
                 "publish": result.round_trip.summary(),
                 "fanout": counts.fanout.summary(),
-                "e2e": counts.e2e.summary(),
+                "e2e": counts.all_e2e().summary(),
             },
             "probe": None
             if probe is None

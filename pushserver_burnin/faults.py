@@ -3,8 +3,9 @@ shard) run when a step starts publishing, and what it did to the deliveries arou
 
 The command runs in a shell beside the publisher, which keeps its rate whatever the command
 does; the step line then records the command, its exit status and timing, the publish requests
-that failed meanwhile, and the recovery time: from the command's start until the first delivery
-of a message planned after it, at any subscriber (deliveries flow again).
+that failed meanwhile, and the recovery time: from the command's start until deliveries flow
+again, the first delivery (at any subscriber) of a message planned after the command started
+and after the last message whose publish failed.
 """
 
 from __future__ import annotations
@@ -57,10 +58,9 @@ class FaultRun:
         self, result: PublishResult, rate: float, step: int, first: Mapping[tuple[int, int], float]
     ) -> dict[str, Any]:
         """The step line's `fault` object."""
-        planned_after = [
-            seq for seq in range(result.ticks) if result.began + seq / rate >= self.started
-        ]
-        arrivals = [first[step, seq] for seq in planned_after if (step, seq) in first]
+        after = [seq for seq in range(result.ticks) if result.began + seq / rate >= self.started]
+        since = max((seq for seq in result.failed if seq in after), default=-1)
+        arrivals = [first[step, seq] for seq in after if seq > since and (step, seq) in first]
         text = self.output.decode("utf-8", "replace").strip()
         return {
             "command": self.command,

@@ -1,12 +1,15 @@
 """Latency of one leg as an HdrHistogram: mergeable across processes and runs, readable by
 other tools in HdrHistogram's standard compressed base64 form.
 
-A delivery only appends its latency to a list (tens of thousands of deliveries a second go
-through one process); the samples are folded into the histogram in batches (each report, each
-summary): rounded to microseconds and to the histogram's own resolution with numpy, then
-recorded once per distinct value. A value and its rounding fall in the same HdrHistogram bucket,
-so the histogram is the one that recording each sample would give. The count, sum and worst
-case are kept exactly beside it.
+A delivery only appends its latency to a list: tens of thousands of deliveries a second go
+through one Locust process, and recording each into an HdrHistogram (pure Python) or encoding
+a histogram at every report would double what a delivery costs it. So each process counts its
+samples in HdrHistogram's own buckets, in batches with numpy: rounded to microseconds and to
+the histogram's resolution (HdrHistogram's lowest equivalent value: the same bucket), then
+counted per distinct value. Those sparse bucket counts are what travels to the master, which
+adds them up and builds the step's HdrHistogram from them, one `record_value` per distinct
+value: the histogram that recording every sample would give. Count, sum and worst case are
+kept exactly beside it.
 """
 
 from __future__ import annotations
@@ -38,13 +41,13 @@ def bucketed(seconds: list[float]) -> tuple[np.ndarray, np.ndarray]:
 
 
 class Latencies:
-    """One leg's latencies (seconds): an HdrHistogram in µs, with exact count, sum and worst."""
+    """One leg's latencies (seconds): HdrHistogram bucket counts (µs), exact count, sum, worst."""
 
-    __slots__ = ("_hdr", "count", "pending", "total", "worst")
+    __slots__ = ("buckets", "count", "pending", "total", "worst")
 
     def __init__(self) -> None:
-        self.pending: list[float] = []  # samples not folded yet: `add` is the hot path
-        self._hdr: HdrHistogram | None = None
+        self.pending: list[float] = []  # samples not counted yet: `add` is the hot path
+        self.buckets: dict[int, int] = {}  # HdrHistogram's lowest equivalent value (µs): count
         self.count = 0
         self.total = 0.0
         self.worst = -math.inf
@@ -53,67 +56,63 @@ class Latencies:
         self.pending.append(seconds)
 
     def fold(self) -> None:
-        """Record the pending samples into the histogram."""
+        """Count the pending samples into their buckets."""
         if not self.pending:
             return
         pending, self.pending = self.pending, []
         self.count += len(pending)
         self.total += math.fsum(pending)
         self.worst = max(self.worst, max(pending))
-        hdr = self.hdr
-        for value, n in zip(*bucketed(pending), strict=True):
-            hdr.record_value(int(value), int(n))
+        values, counts = bucketed(pending)
+        self._add_buckets(values.tolist(), counts.tolist())
 
-    @property
-    def hdr(self) -> HdrHistogram:
-        if self._hdr is None:
-            self._hdr = new_hdr()
-        return self._hdr
+    def _add_buckets(self, values: list[int], counts: list[int]) -> None:
+        buckets = self.buckets
+        for value, n in zip(values, counts, strict=True):
+            buckets[value] = buckets.get(value, 0) + n
 
     def merge(self, other: Latencies) -> None:
         other.fold()
         self.fold()
-        if other.count:
-            self.hdr.add(other.hdr)
+        self._add_buckets(list(other.buckets), list(other.buckets.values()))
         self.count += other.count
         self.total += other.total
         self.worst = max(self.worst, other.worst)
 
-    def percentile(self, percent: float) -> float | None:
-        """The latency (s) below which `percent` % of the samples lie, at most the worst."""
+    def hdr(self) -> HdrHistogram:
+        """The HdrHistogram of every sample so far."""
         self.fold()
-        if not self.count:
-            return None
-        return min(self.hdr.get_value_at_percentile(percent) / US, self.worst)
-
-    def encoded(self) -> str | None:
-        """The histogram in HdrHistogram's standard compressed base64 form (µs)."""
-        self.fold()
-        return self.hdr.encode().decode("ascii") if self.count else None
+        hdr = new_hdr()
+        for value, n in self.buckets.items():
+            hdr.record_value(value, n)
+        return hdr
 
     def summary(self, with_histogram: bool = True) -> dict[str, Any]:
-        """The results-file shape of one latency leg."""
+        """The results-file shape of one latency leg; with `with_histogram`, the histogram in
+        HdrHistogram's standard compressed base64 form (µs) as `hdr`."""
         self.fold()
         shape: dict[str, Any] = {"worst": None, **dict.fromkeys(PERCENTILES), "mean": None}
         shape["count"] = self.count
         if self.count:
+            hdr = self.hdr()
             shape["worst"] = self.worst
             for name, percent in PERCENTILES.items():
-                shape[name] = self.percentile(percent)
+                shape[name] = min(hdr.get_value_at_percentile(percent) / US, self.worst)
             shape["mean"] = self.total / self.count
-        if with_histogram:
-            shape["hdr"] = self.encoded()
+            if with_histogram:
+                shape["hdr"] = hdr.encode().decode("ascii")
+        elif with_histogram:
+            shape["hdr"] = None
         return shape
 
     def to_wire(self) -> list[Any]:
-        """A msgpack-friendly form for worker-to-master messages."""
+        """A msgpack-friendly form for worker-to-master messages: the sparse bucket counts."""
         self.fold()
-        return [self.hdr.encode() if self.count else b"", self.count, self.total, self.worst]
+        return [list(self.buckets), list(self.buckets.values()), self.count, self.total, self.worst]
 
     @classmethod
     def from_wire(cls, wire: list[Any]) -> Latencies:
         latencies = cls()
-        encoded, latencies.count, latencies.total, latencies.worst = wire
-        if encoded:
-            latencies._hdr = HdrHistogram.decode(encoded)
+        values, counts, latencies.count, latencies.total, latencies.worst = wire
+        latencies._add_buckets(values, counts)
         return latencies

@@ -36,6 +36,7 @@ class PublishResult:
     errors: int = 0
     first_error: str = ""  # what the first failed request said, for the step's `invalid`
     began: float = 0.0  # epoch s: message seq is planned at began + seq / rate
+    failed: set[int] = field(default_factory=set)  # seqs of which a publish request failed
     round_trip: Latencies = field(default_factory=Latencies)  # from the planned time
     late: Latencies = field(default_factory=Latencies)  # request sent - planned time
 
@@ -125,6 +126,7 @@ class Publisher:
                 self.on_request(now - begun, len(body), error)
             if error is not None:
                 result.errors += 1
+                result.failed.add(tick.seq)
                 result.first_error = result.first_error or f"{path}: {error!r}"
                 return 0
             result.round_trip.add(now - tick.planned)

@@ -43,7 +43,8 @@ class StepCounts:
         return latencies
 
     def sort_windows(self) -> None:
-        """Hand each pending e2e sample to the window of the second it arrived in."""
+        """Move each pending e2e sample to the window of the second it arrived in (counted
+        there only: the step's e2e is the sum of its windows, `all_e2e`)."""
         if not self.arrivals:
             return
         seconds = np.floor(np.asarray(self.arrivals)).astype(np.int64)
@@ -51,6 +52,17 @@ class StepCounts:
         for second in np.unique(seconds):
             self.window(int(second)).pending.extend(samples[seconds == second].tolist())
         self.arrivals = []
+        self.e2e.pending = []
+
+    def all_e2e(self) -> Latencies:
+        """The step's end-to-end latencies: those not timed by arrival (the probe's) and every
+        window's."""
+        self.sort_windows()
+        total = Latencies()
+        total.merge(self.e2e)
+        for latencies in self.windows.values():
+            total.merge(latencies)
+        return total
 
     def merge(self, other: StepCounts) -> None:
         self.delivered += other.delivered

@@ -165,8 +165,9 @@ def test_max_minutes_bounds_the_run(
     assert "burn-in finished (time)" in done.stdout
 
 
-def test_sigterm_ends_the_run_as_interrupted(
-    server_factory: Callable[..., ServerProcess], tmp_path: Path
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_run_as_interrupted(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path, signum: signal.Signals
 ) -> None:
     srv = server_factory()
     proc = subprocess.Popen(
@@ -184,7 +185,7 @@ def test_sigterm_ends_the_run_as_interrupted(
             time.sleep(0.1)
         children = psutil.Process(proc.pid).children(recursive=True)
         assert children  # the Locust master, its worker and the probe
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         output, _ = proc.communicate(timeout=RUN_TIMEOUT)
     finally:
         if proc.poll() is None:
@@ -192,8 +193,10 @@ def test_sigterm_ends_the_run_as_interrupted(
     assert proc.returncode == 1, output
     _, steps, end = read_results(tmp_path)
     assert end is not None and end["reason"] == "interrupted"
+    assert end["message"] == f"stopped by {signum.name}"  # the signal that came, named
     assert end["steps"] == len(steps) >= 1
     assert "burn-in finished (interrupted)" in output
+    assert output.splitlines()[-1].startswith("verdict: ")
     _, alive = psutil.wait_procs(children, timeout=20)
     assert not alive  # nothing left behind
 
