@@ -122,6 +122,10 @@ def refusal(args: argparse.Namespace) -> str:
         problem = f"--master-bind-port must be 0..65535, got {args.master_bind_port}"
     if not problem and (args.workers or args.remote_workers):
         problem = checks.local_address("--master-bind-host", args.master_bind_host)
+        if not problem and args.master_bind_port:
+            problem = checks.local_address(
+                "--master-bind-port", args.master_bind_host, args.master_bind_port
+            )
     if not problem and args.source_ip not in ("auto", "none"):
         problem = checks.local_address("--source-ip", args.source_ip)
     return problem or checks.writable_dir("--out", args.out)

@@ -23,8 +23,8 @@ from hdrh.histogram import HdrHistogram
 US = 1e6
 LOWEST_US = 1
 HIGHEST_US = 3600 * 1_000_000  # an hour: anything later is recorded as an hour
-DIGITS = 3  # significant digits: values exact to 0.1 %
-_SUB_BUCKET_BITS = 11  # 2 * 10**DIGITS rounded up to a power of two: 2048 values per bucket
+DIGITS = 2  # significant digits: values exact to 1 %, as the percentiles need
+_SUB_BUCKET_BITS = 8  # 2 * 10**DIGITS rounded up to a power of two: 256 values per bucket
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 

@@ -82,8 +82,8 @@ def at_least(setting: str, value: float, least: float) -> str:
     return "" if value >= least else f"{setting} must be at least {least:g}, got {value:g}"
 
 
-def local_address(setting: str, address: str) -> str:
-    """An IP address of this machine: one a socket can bind to."""
+def local_address(setting: str, address: str, port: int = 0) -> str:
+    """An IP address of this machine: one a socket can bind to (on `port`, when given)."""
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
@@ -91,9 +91,10 @@ def local_address(setting: str, address: str) -> str:
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.bind((address, 0))
+            sock.bind((address, port))
     except OSError as exc:
-        return f"{setting}: {address} is not an address of this machine ({exc.strerror or exc})"
+        where = f"{address} port {port}" if port else address
+        return f"{setting}: cannot listen on {where} ({exc.strerror or exc})"
     return ""
 
 

@@ -3,6 +3,7 @@ naming the setting, exit 2, no traceback, no usage block, and nothing started.""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -46,7 +47,7 @@ def assert_refused(done: subprocess.CompletedProcess[str], prog: str, *words: st
         (["--max", "-5"], ["--max must be positive, got -5"]),
         (["--workers", "-1"], ["--workers must be 0 or more, got -1"]),
         (["--source-ip", "banana"], ["--source-ip must be an IP address of this machine"]),
-        (["--source-ip", "192.0.2.1"], ["--source-ip: 192.0.2.1 is not an address of this"]),
+        (["--source-ip", "192.0.2.1"], ["--source-ip: cannot listen on 192.0.2.1"]),
         (["--max-minutes", "0"], ["--max-minutes must be positive, got 0"]),
         (["--step-seconds", "-1"], ["--step-seconds must be positive"]),
         (["--rate", "0"], ["--rate must be positive"]),
@@ -123,3 +124,15 @@ def test_a_run_that_finishes_no_step_says_why_and_exits_1(
 )
 def test_bench_refuses_each_bad_input_in_one_line(args: list[str], words: list[str]) -> None:
     assert_refused(tool("pushserver_bench", "--quick", *args), "pushserver-bench", *words)
+
+
+def test_burnin_refuses_a_master_port_already_taken(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = tool(
+            "pushserver_burnin.cli", "subscribers", "--host", CLOSED, "--out", str(tmp_path),
+            "--master-bind-port", str(port),
+        )  # fmt: skip
+    assert_refused(
+        done, "pushserver-burnin", f"--master-bind-port: cannot listen on 127.0.0.1 port {port}"
+    )
