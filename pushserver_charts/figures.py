@@ -423,9 +423,9 @@ def over_time(runs: Sequence[Run]) -> Figure:
                 ax.axvline(at, color=color(i), linewidth=0.6, alpha=0.3, label="_step")
                 ax.annotate(
                     f"{step.subscribers:,}",
-                    xy=(at, 1.0),
+                    xy=(at, 0.0),
                     xycoords=("data", "axes fraction"),
-                    xytext=(2, -10 - 9 * i),
+                    xytext=(2, 3 + 9 * i),
                     textcoords="offset points",
                     color=color(i),
                     fontsize="x-small",
@@ -470,7 +470,7 @@ CHARTS = (
         "End-to-end latency of the deliveries that arrived in each second of the run: p50 "
         "(dotted), p99 (dashed), p99.9 (dash-dot) and worst (solid), measured from each "
         "message's planned publish time (corrected for coordinated omission). Thin vertical "
-        "lines mark where each step began publishing, with its subscriber count at the top; a "
+        "lines mark where each step began publishing, with its subscriber count at the bottom; a "
         "red line marks a --fault command.",
         over_time,
         _has_windows,
