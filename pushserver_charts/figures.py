@@ -48,7 +48,7 @@ STAT_STYLES = {"p50": ":", "p90": "-.", "p99": "--", "worst": "-"}
 LEG_TITLES = {
     "publish": "publish round trip (publisher → server → publisher)",
     "fanout": "fan-out (server publish time → subscriber receipt)",
-    "e2e": "end-to-end (publisher send → subscriber receipt)",
+    "e2e": "end-to-end (planned publish time → subscriber receipt)",
 }
 # wide and pale: the expected line shows through
 DELIVERED: dict[str, Any] = {"linewidth": 5, "alpha": 0.35}
