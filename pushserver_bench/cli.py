@@ -204,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem:
         print(f"pushserver-bench: {problem}", file=sys.stderr)
         return 2
+    problem = inputs.unreachable(args, numbers)
+    if problem:
+        print(f"pushserver-bench: {problem}", file=sys.stderr)
+        return 1
     raise_open_files_limit()
     # SIGTERM unwinds like Ctrl-C, so the servers and client processes the bench started stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)

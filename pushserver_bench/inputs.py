@@ -1,6 +1,7 @@
-"""The bench's inputs checked before any experiment runs: URLs (scheme, port, something
-listening), the JSON output path, counts, and the server settings (`--redis`, `--server-arg`)
-judged by `pushserver --check` itself. Each problem is one line naming the option."""
+"""The bench's inputs checked before any experiment runs: URLs (scheme, port), the JSON output
+path, counts, and the server settings (`--redis`, `--server-arg`) judged by `pushserver --check`
+itself; each problem is one line naming the option (exit 2). A URL nothing listens at is a run
+that cannot measure (exit 1), found before any experiment starts."""
 
 from __future__ import annotations
 
@@ -8,14 +9,31 @@ import argparse
 
 from pushserver_measure import checks
 
+URLS = ("url", "pub_url", "sub_url")
+SELF_CHECKING = {9, 10}
+"""Experiments that find an unreachable target themselves and report it in their table."""
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
 
 def _urls(args: argparse.Namespace) -> str:
-    for option, url in (
-        ("--url", args.url),
-        ("--pub-url", args.pub_url),
-        ("--sub-url", args.sub_url),
-    ):
-        if url and (problem := checks.http_url(option, url) or checks.reachable(option, url)):
+    for name in URLS:
+        url = getattr(args, name)
+        if url and (problem := checks.http_url(_flag(name), url)):
+            return problem
+    return ""
+
+
+def unreachable(args: argparse.Namespace, numbers: list[int]) -> str:
+    """Why a URL to measure cannot be reached ("" when each can, or when the experiments
+    chosen check it themselves)."""
+    if set(numbers) <= SELF_CHECKING:
+        return ""
+    for name in URLS:
+        url = getattr(args, name)
+        if url and (problem := checks.reachable(_flag(name), url)):
             return problem
     return ""
 

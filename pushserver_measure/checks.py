@@ -20,9 +20,9 @@ CHECK_TIMEOUT = 15.0
 
 
 def http_url(setting: str, url: str) -> str:
-    """An http:// URL with a host and a port in 1..65535 (a bare host:port reads as http)."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
-    if parts.scheme != "http":
+    """An http:// URL with a host and a port in 1..65535."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or "://" not in url:
         return f"{setting} must be an http:// URL, got {url!r}"
     try:
         port = parts.port
@@ -36,15 +36,16 @@ def http_url(setting: str, url: str) -> str:
 
 
 def reachable(setting: str, url: str, timeout: float = 5.0) -> str:
-    """Something accepts TCP connections at the URL's host and port."""
-    parts = urlsplit(url if "://" in url else f"http://{url}")
+    """Something accepts TCP connections at the URL's host and port (a run that cannot reach
+    what it measures fails: exit 1, not a bad setting)."""
+    parts = urlsplit(url)
     host, port = parts.hostname or "", parts.port or 80
     try:
         with socket.create_connection((host, port), timeout=timeout):
             return ""
     except OSError as exc:
         why = exc.strerror or str(exc) or type(exc).__name__
-        return f"{setting}: cannot connect to {host}:{port}: {why}"
+        return f"{setting}: target unreachable at {host}:{port}: {why}"
 
 
 def writable_dir(setting: str, path: str) -> str:

@@ -108,8 +108,9 @@ def test_a_run_that_finishes_no_step_says_why_and_exits_1(
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--url", "notaurl"], ["--url: cannot connect to notaurl:80"]),
-        (["--url", CLOSED], ["--url: cannot connect", "Connection refused"]),
+        (["--url", "notaurl"], ["--url must be an http:// URL, got 'notaurl'"]),
+        (["--url", "127.0.0.1:8080"], ["--url must be an http:// URL"]),
+        (["--pub-url", "https://127.0.0.1:1/pub/"], ["--pub-url must be an http:// URL"]),
         (["--url", "http://127.0.0.1:99999"], ["--url: port out of range"]),
         (["--url", "ftp://127.0.0.1:21"], ["--url must be an http:// URL"]),
         (["--json", "/proc/nope/x.json"], ["--json: no directory '/proc/nope'"]),
@@ -136,3 +137,18 @@ def test_burnin_refuses_a_master_port_already_taken(tmp_path: Path) -> None:
     assert_refused(
         done, "pushserver-burnin", f"--master-bind-port: cannot listen on 127.0.0.1 port {port}"
     )
+
+
+@pytest.mark.parametrize("only", ["1", "9"])
+def test_bench_fails_in_one_line_when_nothing_listens_at_the_url(only: str) -> None:
+    """A run that cannot reach what it measures fails (exit 1): before any experiment, or in
+    experiment 9's own table."""
+    port = CLOSED.rsplit(":", 1)[1]
+    done = tool("pushserver_bench", "--quick", "--only", only, "--url", CLOSED)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"target unreachable at 127.0.0.1:{port}" in done.stdout + done.stderr
+    if only == "1":
+        assert done.stderr.splitlines() == [
+            f"pushserver-bench: --url: target unreachable at 127.0.0.1:{port}: Connection refused"
+        ]
