@@ -42,7 +42,9 @@ from pushserver_charts.layout import (
     style_legend,
     subscribers,
 )
-from pushserver_charts.results import SATURATION_PERCENT, Run, is_number
+from pushserver_charts.memory import per_channel_kib, per_subscriber_kib
+from pushserver_charts.results import SATURATION_PERCENT, Run
+from pushserver_charts.timeline import has_windows, over_time
 
 STAT_STYLES = {"p50": ":", "p90": "-.", "p99": "--", "worst": "-"}
 LEG_TITLES = {
@@ -284,24 +286,6 @@ def delivery(runs: Sequence[Run]) -> Figure:
     return fig
 
 
-def per_subscriber_kib(run: Run) -> np.ndarray:
-    """The server's memory growth per subscriber it holds, against the run's own baseline
-    (RSS and connections before the first subscriber)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        grown = series(run, lambda s: s.server_rss) - run.idle_rss
-        held = series(run, lambda s: s.held) - run.idle_figure("connections")
-        return np.where(held > 0, grown / 1024 / held, np.nan)
-
-
-def per_channel_kib(run: Run) -> np.ndarray:
-    """The same per channel the server process holds (channels test: one per subscriber,
-    each with its own history)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        grown = series(run, lambda s: s.server_rss) - run.idle_rss
-        channels = series(run, lambda s: s.server_channels) - run.idle_figure("channels")
-        return np.where(channels > 0, grown / 1024 / channels, np.nan)
-
-
 def resources(runs: Sequence[Run]) -> Figure:
     """Server CPU, load-generator CPU (a panel each, so colour still tells the runs apart),
     server memory and its growth per subscriber."""
@@ -387,59 +371,6 @@ def probe(runs: Sequence[Run]) -> Figure:
     return fig
 
 
-OVER_TIME_STYLES = {"p50": ":", "p99": "--", "p999": "-.", "worst": "-"}
-FAULT_LINE: dict[str, Any] = {"color": "red", "linewidth": 1.2, "linestyle": "-", "alpha": 0.7}
-FAULT_LABEL = "--fault command started"
-
-
-def _has_windows(runs: Sequence[Run]) -> bool:
-    return any(step.windows for run in runs for step in run.steps)
-
-
-def over_time(runs: Sequence[Run]) -> Figure:
-    """End-to-end latency percentiles per 1-s window of arrival, over the run: where in a step
-    the latency rose, and how it recovered after a fault."""
-    shown = [run for run in runs if _has_windows([run])]
-    fig, (ax,) = new_figure(
-        shown,
-        "End-to-end latency over time (1-s windows, from the planned publish time)",
-        rows=1,
-        height=5.6,
-        x_label="seconds since the run's first delivery",
-    )
-    faulted = False
-    for i, run in enumerate(runs):
-        windows = [w for step in run.steps if not step.invalid for w in step.windows]
-        if not windows:
-            continue
-        origin = min(w.second for w in windows)
-        x = np.array([w.second - origin for w in windows])
-        for stat, style in OVER_TIME_STYLES.items():
-            y = np.array([getattr(w, stat) * MS for w in windows])
-            ax.plot(x, y, linestyle=style, color=color(i), label=f"{run.label} {stat}")
-        for step in run.steps:
-            if math.isfinite(step.started) and not step.invalid:
-                at = step.started - origin
-                ax.axvline(at, color=color(i), linewidth=0.6, alpha=0.3, label="_step")
-                ax.annotate(
-                    f"{step.subscribers:,}",
-                    xy=(at, 0.0),
-                    xycoords=("data", "axes fraction"),
-                    xytext=(2, 3 + 9 * i),
-                    textcoords="offset points",
-                    color=color(i),
-                    fontsize="x-small",
-                )
-            if step.fault and is_number(step.fault.get("started")):
-                ax.axvline(step.fault["started"] - origin, **FAULT_LINE, label="_fault")
-                faulted = True
-    latency_axis(ax)
-    style_legend(ax, OVER_TIME_STYLES, loc="upper center")
-    extra = [Line2D([], [], **FAULT_LINE, label=FAULT_LABEL)] if faulted else []
-    figure_legend(fig, [*run_handles(runs, shown=lambda run: run in shown), *extra])
-    return fig
-
-
 @dataclass(frozen=True)
 class ChartSpec:
     """A chart of the report: its file name, heading, how to read it, and its builder."""
@@ -473,7 +404,7 @@ CHARTS = (
         "lines mark where each step began publishing, with its subscriber count at the bottom; a "
         "red line marks a --fault command.",
         over_time,
-        _has_windows,
+        has_windows,
     ),
     ChartSpec(
         "percentiles",

@@ -19,8 +19,9 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from pushserver_charts.figures import CHARTS, per_channel_kib, per_subscriber_kib
+from pushserver_charts.figures import CHARTS
 from pushserver_charts.layout import DPI, MIB, MS
+from pushserver_charts.memory import per_channel_kib, per_subscriber_kib
 from pushserver_charts.results import Run, Step, load_all
 
 REPORT_NAME = "report.html"

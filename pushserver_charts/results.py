@@ -297,18 +297,14 @@ class _Line:
         )
 
     def windows(self, rows: Any) -> tuple[Window, ...]:
-        if rows is None:
-            return ()
-        if not isinstance(rows, list) or not all(
-            isinstance(row, list) and len(row) == 7 for row in rows
+        """The `windows` rows, NaN for a missing figure; a malformed row rejects the file."""
+        if not isinstance(rows, list | None) or any(
+            not isinstance(row, list) or len(row) != 7 for row in rows or []
         ):
             raise self.fail("field 'windows' must be a list of 7-item rows")
-
-        def figure(value: Any) -> float:
-            return float(value) if is_number(value) else math.nan
-
+        rows = [[float(v) if is_number(v) else math.nan for v in row] for row in rows or []]
         return tuple(
-            Window(figure(second), int(count) if is_number(count) else 0, *map(figure, rest))
+            Window(second, int(count) if math.isfinite(count) else 0, *rest)
             for second, count, *rest in rows
         )
 

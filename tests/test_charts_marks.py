@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import pushserver_charts
-from pushserver_charts.figures import CHARTS, FAULT_LABEL
+from pushserver_charts.figures import CHARTS
+from pushserver_charts.timeline import FAULT_LABEL
 
 from .test_charts import _figure_labels, results_lines, write_lines
 
