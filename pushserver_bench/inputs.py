@@ -6,6 +6,7 @@ that cannot measure (exit 1), found before any experiment starts."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from pushserver_measure import checks
 
@@ -14,14 +15,11 @@ SELF_CHECKING = {9, 10}
 """Experiments that find an unreachable target themselves and report it in their table."""
 
 
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def _urls(args: argparse.Namespace) -> str:
+def _urls(args: argparse.Namespace, check: Callable[[str, str], str]) -> str:
+    """The first of --url, --pub-url and --sub-url given that `check` finds a problem with."""
     for name in URLS:
         url = getattr(args, name)
-        if url and (problem := checks.http_url(_flag(name), url)):
+        if url and (problem := check("--" + name.replace("_", "-"), url)):
             return problem
     return ""
 
@@ -29,18 +27,12 @@ def _urls(args: argparse.Namespace) -> str:
 def unreachable(args: argparse.Namespace, numbers: list[int]) -> str:
     """Why a URL to measure cannot be reached ("" when each can, or when the experiments
     chosen check it themselves)."""
-    if set(numbers) <= SELF_CHECKING:
-        return ""
-    for name in URLS:
-        url = getattr(args, name)
-        if url and (problem := checks.reachable(_flag(name), url)):
-            return problem
-    return ""
+    return "" if set(numbers) <= SELF_CHECKING else _urls(args, checks.reachable)
 
 
 def problem(args: argparse.Namespace, sizes: list[int]) -> str:
     """The first input that cannot work ("" when every one can)."""
-    found = checks.at_least("--processes", args.processes, 1) or _urls(args)
+    found = checks.at_least("--processes", args.processes, 1) or _urls(args, checks.http_url)
     if not found:
         found = next((f"--subscribers must be positive, got {n}" for n in sizes if n < 1), "")
     if not found and args.json:
