@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
+from pushserver.usage import OneLineParser
 from pushserver_measure.machine import describe
 from pushserver_measure.tuning import raise_open_files_limit
 
@@ -16,6 +17,7 @@ from . import (
     broadcast,
     budgets,
     concurrency,
+    inputs,
     latency,
     loops,
     pubsub,
@@ -45,7 +47,7 @@ BY_DEFAULT = [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="pushserver-bench",
         description="Rerun the classic event-service and push benchmarks against pushserver on "
         "loopback: 1 latency 1→1, 2 publishersxsubscribers, 3 broadcast, 4 concurrency 1 vs "
@@ -198,10 +200,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         numbers, sizes = [0], []
     transports = [t for t in args.transports.split(",") if t]
-    problem = refusal(args, numbers, transports)
+    problem = refusal(args, numbers, transports) or inputs.problem(args, sizes)
     if problem:
         print(f"pushserver-bench: {problem}", file=sys.stderr)
         return 2
+    problem = inputs.unreachable(args, numbers)
+    if problem:
+        print(f"pushserver-bench: {problem}", file=sys.stderr)
+        return 1
     raise_open_files_limit()
     # SIGTERM unwinds like Ctrl-C, so the servers and client processes the bench started stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
