@@ -147,6 +147,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"source address (default 5000; at most {MAX_PER_PROCESS})",
     )
     parser.add_argument(
+        "--encode-cursor",
+        action="store_true",
+        help="experiment 9: send pushserver's long-poll cursor percent-encoded, as "
+        "encodeURIComponent writes it (browsers, the JS and Java clients)",
+    )
+    parser.add_argument(
         "--transports",
         default="",
         metavar="T[,T]",
@@ -199,6 +205,8 @@ def refusal(
         return f"--client takes {','.join(CLIENTS)}"
     if not 1 <= args.per_process <= MAX_PER_PROCESS:
         return f"--per-process takes 1 to {MAX_PER_PROCESS} subscribers"
+    if args.encode_cursor and (args.target != "pushserver" or numbers != [9]):
+        return "--encode-cursor goes with --only 9 and a pushserver target (its cursor)"
     if args.target == "nchan" and not set(numbers) <= {9, 10}:
         return "--target nchan goes with --only 9 or 10"
     if args.target == "bare" and numbers != [9]:
@@ -253,6 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cpus,
         clients,
         args.per_process,
+        args.encode_cursor,
     )
     import uvloop
 

@@ -23,6 +23,7 @@ import time
 from array import array
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, cast
+from urllib.parse import quote
 
 import orjson
 
@@ -196,7 +197,7 @@ class HttpConnection(Timed):
 
     def __init__(self, keep: Collection[bytes] = ()) -> None:
         self.transport: asyncio.Transport | None = None
-        self.responses = Responses(keep)
+        self.responses = Responses(keep, retry_after=False)
         self.headers: Mapping[bytes, bytes] = NO_HEADERS
         self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self.listener: Listener | None = None
@@ -529,6 +530,15 @@ class LongPoller:
             self.tally.error("long-poll: server closed the connection")
 
 
+class EncodedLongPoller(LongPoller):
+    """pushserver's long-poll with its cursor percent-encoded as `encodeURIComponent` writes it
+    (browsers, the JS and Java clients): `:` and `,` go as `%3A` and `%2C`."""
+
+    def request(self) -> bytes:
+        before, after = self.around
+        return before + quote(self.cursor, safe="").encode() + after
+
+
 Subscriber = HeldSubscriber | LongPoller
 Subscription = tuple[Subscriber, Callable[[], None]]
 
@@ -576,11 +586,14 @@ async def subscribe(
     poll_timeout: float = 60,
     source: str = "",
     plain: bool = False,
+    encoded: bool = False,
 ) -> Subscription:
     """Open one subscription (from the local address `source` when given; `plain`: timed when
-    read, on the loop's own transport); returns it and a function that closes it."""
+    read, on the loop's own transport; `encoded`: a long-poll's cursor percent-encoded);
+    returns it and a function that closes it."""
     if transport == "longpoll":
-        make = lambda conn: LongPoller(conn, channel, tally, expect)  # noqa: E731
+        poller = EncodedLongPoller if encoded else LongPoller
+        make = lambda conn: poller(conn, channel, tally, expect)  # noqa: E731
         return await poll(url, make, poll_timeout, source, plain=plain)
     if transport == "ws":
         key = base64.b64encode(os.urandom(16)).decode()

@@ -43,6 +43,8 @@ class Bench:
     """Experiment 9's measuring clients, `tuned` and/or `plain` (`versus.CLIENTS`); empty:
     both."""
     per_process: int = 5000
+    encode_cursor: bool = False
+    """Experiment 9: pushserver's long-poll cursor sent percent-encoded (`encodeURIComponent`)."""
     """Experiments 9 and 10: subscribers per client process at most."""
 
     def size(self, full: int, quick: int) -> int:

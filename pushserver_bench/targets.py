@@ -79,12 +79,14 @@ class NchanEventSource(HeldSubscriber):
 @dataclasses.dataclass(frozen=True)
 class Target:
     """`pub` and `sub`: the URL a channel name is appended to (pushserver: the server's root);
-    `poll_timeout`: how long pushserver holds a long-poll (`?timeout`; nchan's is configured)."""
+    `poll_timeout`: how long pushserver holds a long-poll (`?timeout`; nchan's is configured);
+    `encode_cursor`: pushserver's long-poll cursor sent percent-encoded, as browsers send it."""
 
     kind: str
     pub: str
     sub: str
     poll_timeout: float = 60
+    encode_cursor: bool = False
 
     @classmethod
     def of(cls, kind: str, url: str, pub: str = "", sub: str = "") -> Target:
@@ -127,7 +129,15 @@ class Target:
         (`plain`: the plain client's, timed when read)."""
         if self.kind == "pushserver":
             return await subscribe(
-                self.sub, transport, channel, tally, expect, self.poll_timeout, source, plain
+                self.sub,
+                transport,
+                channel,
+                tally,
+                expect,
+                self.poll_timeout,
+                source,
+                plain,
+                self.encode_cursor,
             )
         path = self._path(self.sub, channel)
         if transport == "longpoll":

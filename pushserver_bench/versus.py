@@ -25,6 +25,7 @@ A row is invalid when the client, not the server, set its figure all the same:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 import os
@@ -433,6 +434,7 @@ async def held_row(
 async def run(bench: Bench) -> list[Table]:
     with bench.server() as url:
         target = Target.of(bench.target, url, bench.pub_url, bench.sub_url)
+        target = dataclasses.replace(target, encode_cursor=bench.encode_cursor)
         where = f"{target.kind} (publish {target.pub}, subscribe {target.sub})"
         loads = Table(9, f"held subscribers under load: {where}", HELD_COLUMNS)
         light = Table(9, f"1→1, publish cost, fan-out: {where}", LIGHT_COLUMNS)

@@ -35,3 +35,11 @@ def test_subscribers_per_process_beyond_them_are_refused(n: int) -> None:
         refused("--per-process", str(n))
         == f"--per-process takes 1 to {MAX_PER_PROCESS} subscribers"
     )
+
+
+def test_an_encoded_cursor_goes_with_pushservers_long_poll_only() -> None:
+    assert refused("--encode-cursor") == ""
+    expected = "--encode-cursor goes with --only 9 and a pushserver target (its cursor)"
+    assert (
+        refused("--encode-cursor", "--target", "nchan", "--url", "http://127.0.0.1:1") == expected
+    )

@@ -7,7 +7,13 @@ import time
 
 import orjson
 
-from pushserver_bench.client import HttpConnection, LongPoller, Tally, get_request
+from pushserver_bench.client import (
+    EncodedLongPoller,
+    HttpConnection,
+    LongPoller,
+    Tally,
+    get_request,
+)
 
 
 class Transport:
@@ -164,3 +170,15 @@ def test_a_plain_connection_times_a_read_when_it_is_made_whatever_the_transport_
     assert before <= conn.read_at <= time.time() and conn.arrived == conn.read_at
     assert tally.spans == {before: [conn.read_at, conn.read_at]}
     assert tally.latencies == [conn.read_at - before] and not tally.errors
+
+
+def test_an_encoded_poller_sends_its_cursor_as_encode_uri_component_writes_it() -> None:
+    conn = HttpConnection()
+    transport = Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    tally = Tally(parse=True)
+    EncodedLongPoller(conn, "news", tally, 0).start(30)
+    conn.data_received(poll_answer("news:1:1,other:2:3", {"t": 1.0}))
+    assert transport.sent[-1] == get_request(
+        "/lp/news?timeout=30&cursor=news%3A1%3A1%2Cother%3A2%3A3"
+    )
