@@ -18,6 +18,14 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable
+from typing import NamedTuple
+
+from websockets.exceptions import InvalidHeader, NegotiationError
+from websockets.extensions.permessage_deflate import (
+    PerMessageDeflate,
+    ServerPerMessageDeflateFactory,
+)
+from websockets.headers import build_extension, parse_extension
 
 LEVEL = 6
 """zlib's default level: on frames of a few hundred bytes levels 6 and 9 give the same bytes."""
@@ -189,3 +197,61 @@ def gzip_body(body: bytes) -> bytes:
     from what size it pays."""
     compressor = zlib.compressobj(LEVEL, zlib.DEFLATED, 16 + 15, MEM_LEVEL)
     return compressor.compress(body) + compressor.flush()
+
+
+# -- permessage-deflate negotiation (RFC 7692) --------------------------------------------
+
+_NEGOTIATOR = ServerPerMessageDeflateFactory(
+    client_no_context_takeover=True,
+    server_max_window_bits=WINDOW_BITS,
+    compress_settings={"memLevel": 1},
+)
+"""Checks an offer and words the answer. It also builds an extension object with a compressor
+of its own, which is dropped: the server's messages are deflated here, once for everyone (its
+settings only keep that throwaway cheap)."""
+
+
+class Accepted(NamedTuple):
+    """The permessage-deflate a client's offer allows."""
+
+    header: str
+    """The `Sec-WebSocket-Extensions` answer."""
+    chained: bool
+    """Whether messages may be chained (context takeover); False when the client asked for
+    `server_no_context_takeover`: every message then goes on its own."""
+
+
+def accept_permessage_deflate(offers: str) -> Accepted | None:
+    """The first acceptable permessage-deflate offer in a `Sec-WebSocket-Extensions` header.
+
+    The answer always sets `client_no_context_takeover` (a client's rare compressed message is
+    inflated alone, so a connection keeps no inflate window) and `server_max_window_bits` at
+    `WINDOW_BITS`. An offer that limits the server's window below that is declined, as is a
+    malformed header: the connection is then not compressed."""
+    try:
+        extensions = parse_extension(offers)
+    except InvalidHeader:
+        return None
+    for name, params in extensions:
+        if name != _NEGOTIATOR.name:
+            continue
+        try:
+            answer, extension = _NEGOTIATOR.process_request_params(params, [])
+        except NegotiationError:
+            continue
+        if extension.local_max_window_bits < WINDOW_BITS:
+            continue
+        return Accepted(build_extension([(name, answer)]), not extension.local_no_context_takeover)
+    return None
+
+
+def inbound_deflate() -> PerMessageDeflate:
+    """What reads a client's compressed messages (RSV1) on a connection that negotiated
+    permessage-deflate: each inflated alone, as `client_no_context_takeover` says. Its own
+    compressing side is never used and so never set up."""
+    return PerMessageDeflate(
+        remote_no_context_takeover=True,
+        local_no_context_takeover=True,
+        remote_max_window_bits=15,
+        local_max_window_bits=WINDOW_BITS,
+    )

@@ -18,13 +18,16 @@ from pushserver.wire.compression import (
     GZIP_HEADER,
     SYNC_TAIL,
     WINDOW_BITS,
+    Accepted,
     Chain,
     Coding,
     Deflated,
     GzipStream,
     Receiver,
+    accept_permessage_deflate,
     deflate,
     gzip_body,
+    inbound_deflate,
     permessage_deflate,
 )
 from pushserver.wire.framing import NDJSON, SSE
@@ -254,3 +257,54 @@ def test_a_long_poll_answer_is_one_gzip_member():
     packed = gzip_body(body)
     assert packed[:2] == b"\x1f\x8b" and zlib.decompress(packed, 31) == body
     assert len(packed) < len(body) * 0.4
+
+
+# -- permessage-deflate negotiation ---------------------------------------------------------
+
+ANSWER = f"permessage-deflate; client_no_context_takeover; server_max_window_bits={WINDOW_BITS}"
+
+
+@pytest.mark.parametrize(
+    "offers",
+    [
+        "permessage-deflate; client_max_window_bits",  # Chromium, Python websockets, Node ws
+        "permessage-deflate",  # Firefox, aiohttp
+        "permessage-deflate; server_max_window_bits=15",
+        "x-webkit-deflate-frame, permessage-deflate",
+        "permessage-deflate; server_max_window_bits=8, permessage-deflate",
+    ],
+)
+def test_an_offer_is_answered_with_this_window_and_no_client_context(offers):
+    assert accept_permessage_deflate(offers) == Accepted(ANSWER, chained=True)
+
+
+def test_a_client_that_refuses_context_takeover_gets_every_message_alone():
+    accepted = accept_permessage_deflate("permessage-deflate; server_no_context_takeover")
+    assert accepted is not None and not accepted.chained
+    assert "server_no_context_takeover" in accepted.header
+
+
+@pytest.mark.parametrize(
+    "offers",
+    [
+        "",
+        "x-webkit-deflate-frame",
+        "permessage-deflate; server_max_window_bits=9",  # a window below ours
+        "permessage-deflate; server_max_window_bits=16",
+        "permessage-deflate; unknown=1",
+        "permessage-deflate; client_no_context_takeover=yes",
+        "permessage-deflate, permessage-deflate;;",
+        ";;;",
+    ],
+)
+def test_no_acceptable_offer_means_no_compression(offers):
+    assert accept_permessage_deflate(offers) is None
+
+
+def test_a_clients_compressed_message_is_read_alone():
+    """As `client_no_context_takeover` has the client send them: no window kept between."""
+    reader = inbound_deflate()
+    for text in (b"Hello", b"Hello, again"):
+        frame = Frame(Opcode.TEXT, permessage_deflate(deflate(text)), rsv1=True)
+        assert reader.decode(frame).data == text
+    assert not hasattr(reader, "encoder")  # nothing set up for the server's side
