@@ -95,14 +95,15 @@ class Deflated:
     def after(self, beats: int) -> bytes:
         """The form for a connection whose output ends with `before` and `beats` heartbeats
         (-1: the form for any connection)."""
-        if self.before is None:
+        before = self.before
+        if before is None:
             beats = -1
         form = self._forms.get(beats)
         if form is None:
-            if beats < 0:
+            if before is None or beats < 0:
                 block = deflate(self.data)
             else:
-                tail = self.before + self.coding.heartbeat * beats
+                tail = before + self.coding.heartbeat * beats
                 block = deflate(self.data, tail[-(1 << WINDOW_BITS) :])
             form = self._forms[beats] = self.coding.wrap(block)
         return form
