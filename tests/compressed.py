@@ -7,19 +7,26 @@ chained across heartbeats, a frame of the connection's own, a frame after one it
 
 from __future__ import annotations
 
+import base64
+import itertools
+import json
+import zlib
 from dataclasses import dataclass
+from pathlib import Path
 
 from pushserver.core.messages import Message
 from pushserver.wire.compression import (
     GZIP_HEADER,
+    SYNC_TAIL,
     Chain,
     Coding,
     GzipStream,
     Receiver,
     accept_permessage_deflate,
+    gzip_body,
     permessage_deflate,
 )
-from pushserver.wire.framing import NDJSON, SSE, Framing
+from pushserver.wire.framing import NDJSON, SSE, Framing, longpoll_body
 from pushserver.wire.websocket import PING, TEXT, ws_frame
 
 from .lockstep import LAST_CHUNK
@@ -55,11 +62,13 @@ ACCEPT = {"sse": "text/event-stream", "stream": "application/x-ndjson"}
 CONTENT_TYPE = {"sse": "text/event-stream", "stream": "application/x-ndjson"}
 
 
-def gzip_stream(kind: str) -> tuple[bytes, list[Step], bytes]:
+def gzip_stream(kind: str, chunked: bool = True) -> tuple[bytes, list[Step], bytes]:
     """The head, the steps and the end (trailer and last chunk) of a gzip-encoded held stream
-    of `kind` ("sse" or "stream") carrying messages 1, 2, 3, 5, 6 and one of its own."""
+    of `kind` ("sse" or "stream") carrying messages 1, 2, 3, 5, 6 and one of its own; without
+    `chunked`, the steps are the content-coded body alone (no transfer framing)."""
     framing = FRAMINGS[kind]
-    coding = Coding(framing.chunk, framing.comment(b""))
+    wrap = framing.chunk if chunked else _same
+    coding = Coding(wrap, framing.comment(b""))
     chain = Chain(coding)
     frames = []
     for n in range(1, 7):
@@ -72,7 +81,7 @@ def gzip_stream(kind: str) -> tuple[bytes, list[Step], bytes]:
         % CONTENT_TYPE[kind].encode()
     )
     start = framing.start(cursor(0).encode())
-    first = framing.chunk(GZIP_HEADER) + (stream.own(start) if start else b"")
+    first = wrap(GZIP_HEADER) + (stream.own(start) if start else b"")
     own = framing.event(message(4).body(MULTI.encode()), MULTI.encode())
     steps = [
         Step(first),
@@ -87,7 +96,11 @@ def gzip_stream(kind: str) -> tuple[bytes, list[Step], bytes]:
     assert steps[2].data == frames[1].after(0) != frames[1].alone
     assert steps[4].data == frames[2].after(2) != frames[2].after(0)
     assert steps[6].data == frames[4].alone
-    return head, steps, framing.chunk(stream.end()) + LAST_CHUNK
+    return head, steps, wrap(stream.end()) + (LAST_CHUNK if chunked else b"")
+
+
+def _same(data: bytes) -> bytes:
+    return data
 
 
 def websocket_frames(offers: str) -> tuple[str, list[Step]]:
@@ -114,3 +127,123 @@ def websocket_frames(offers: str) -> tuple[str, list[Step]]:
     ]
     assert steps[1].data == frames[1].after(0) != frames[1].alone
     return accepted.header, steps
+
+
+# -- conformance transcripts ----------------------------------------------------------------
+
+SOURCE = "built by the server's scheme, pushserver.wire.compression (python -m tests.compressed)"
+
+
+def _expected(uncompressed: bytes, kind: str) -> list[dict[str, object]]:
+    """The events complete in `uncompressed`, in the transcripts' notation (envelopes only)."""
+    if kind == "sse":
+        events = uncompressed.split(b"\n\n")[:-1]
+        lines = [e.partition(b"data: ")[2] for e in events if b"data: " in e]
+    else:
+        lines = [line for line in uncompressed.split(b"\n")[:-1] if line.strip()]
+    return [{"message": json.loads(line)} for line in lines]
+
+
+def _pieces(steps: list[bytes]) -> list[int]:
+    """Split points: every step's end, and one inside each step of more than two bytes."""
+    points, at = [], 0
+    for data in steps:
+        if len(data) > 2:
+            points.append(at + len(data) // 2)
+        at += len(data)
+        points.append(at)
+    return points[:-1]
+
+
+def gzip_transcript(kind: str, end: str) -> dict[str, object]:
+    _, steps, ending = gzip_stream(kind, chunked=False)
+    parts = [step.data for step in steps] + ([ending] if end == "complete" else [])
+    body = b"".join(parts)
+    splits = _pieces(parts)
+    decoder = zlib.decompressobj(31)
+    decoded, delivered = b"", []
+    for start, stop in itertools.pairwise([0, *splits, len(body)]):
+        decoded += decoder.decompress(body[start:stop])
+        delivered.append(len(_expected(decoded, kind)))
+    wire = {"sse": "sse", "stream": "ndjson"}[kind]
+    ended = (
+        "then the trailer and the end of the body"
+        if end == "complete"
+        else "and the connection is cut before the trailer"
+    )
+    return {
+        "case": f"{wire}-gzip-{end}",
+        "kind": wire,
+        "about": (
+            "Content-Encoding: gzip, a deflate block flushed per message: alone, chained to the "
+            "message before, chained across two heartbeats, the connection's own (multi-channel "
+            f"cursor), alone again after a message that went elsewhere; {ended}"
+        ),
+        "source": SOURCE,
+        "content_encoding": "gzip",
+        "body_base64": base64.b64encode(body).decode(),
+        "splits": splits,
+        "delivered": delivered,
+        "end": end,
+        "expect": _expected(decoded, kind),
+    }
+
+
+def longpoll_transcript() -> dict[str, object]:
+    events = [message(n).body(cursor(n).encode()) for n in range(1, 21)]
+    body = longpoll_body(events, cursor(20))
+    return {
+        "case": "longpoll-gzip",
+        "kind": "longpoll",
+        "about": "a backlog of 20 messages answered with Content-Encoding: gzip",
+        "source": SOURCE,
+        "content_encoding": "gzip",
+        "body_base64": base64.b64encode(gzip_body(body)).decode(),
+        "expect": [
+            *({"message": json.loads(e)} for e in events),
+            {"checkpoint": cursor(20)},
+        ],
+    }
+
+
+def websocket_transcript() -> dict[str, object]:
+    offers = "permessage-deflate; client_max_window_bits"
+    answer, steps = websocket_frames(offers)
+    # compressed text frames (FIN, RSV1, text) under 64 KiB: a 7-bit or a 16-bit length
+    frames = [step.data for step in steps if step.data[0] == 0xC1]
+    payloads = [f[4:] if f[1] == 126 else f[2:] for f in frames]
+    return {
+        "case": "websocket-deflate",
+        "kind": "websocket",
+        "about": (
+            "permessage-deflate with context takeover: messages alone, chained to the one "
+            "before, the connection's own, alone after one that went elsewhere"
+        ),
+        "source": SOURCE,
+        "extensions": answer,
+        "frames_base64": [base64.b64encode(p).decode() for p in payloads],
+        "expect": [
+            {"message": json.loads(inflated)} for inflated in _inflate_with_takeover(payloads)
+        ],
+    }
+
+
+def _inflate_with_takeover(payloads: list[bytes]) -> list[bytes]:
+    decoder = zlib.decompressobj(-15)
+    return [decoder.decompress(p + SYNC_TAIL) for p in payloads]
+
+
+def transcripts() -> list[dict[str, object]]:
+    return [
+        gzip_transcript("sse", "complete"),
+        gzip_transcript("stream", "cut"),
+        longpoll_transcript(),
+        websocket_transcript(),
+    ]
+
+
+if __name__ == "__main__":
+    folder = Path(__file__).parent / "conformance"
+    for case in transcripts():
+        text = json.dumps(case, indent=2, ensure_ascii=False) + "\n"
+        (folder / f"{case['case']}.json").write_text(text, "utf-8")
