@@ -26,7 +26,7 @@ from pushserver.wire.compression import (
     gzip_body,
     permessage_deflate,
 )
-from pushserver.wire.framing import NDJSON, SSE, Framing, longpoll_body
+from pushserver.wire.framing import NDJSON, SSE, SSE_COMPACT, Framing, longpoll_body
 from pushserver.wire.websocket import PING, TEXT, ws_frame
 
 from .lockstep import LAST_CHUNK
@@ -57,23 +57,20 @@ def cursor(n: int) -> str:
     return f"{CHANNEL}:{EPOCH}:{n}"
 
 
-FRAMINGS: dict[str, Framing] = {"sse": SSE, "stream": NDJSON}
+FRAMINGS: dict[str, Framing] = {"sse": SSE, "stream": NDJSON, "sse-compact": SSE_COMPACT}
 ACCEPT = {"sse": "text/event-stream", "stream": "application/x-ndjson"}
-CONTENT_TYPE = {"sse": "text/event-stream", "stream": "application/x-ndjson"}
+CONTENT_TYPE = {**ACCEPT, "sse-compact": "text/event-stream"}
 
 
 def gzip_stream(kind: str, chunked: bool = True) -> tuple[bytes, list[Step], bytes]:
     """The head, the steps and the end (trailer and last chunk) of a gzip-encoded held stream
-    of `kind` ("sse" or "stream") carrying messages 1, 2, 3, 5, 6 and one of its own; without
-    `chunked`, the steps are the content-coded body alone (no transfer framing)."""
+    of `kind` ("sse", "stream", "sse-compact") carrying messages 1, 2, 3, 5, 6 and one of its own;
+    without `chunked`, the steps are the content-coded body alone (no transfer framing)."""
     framing = FRAMINGS[kind]
     wrap = framing.chunk if chunked else _same
     coding = Coding(wrap, framing.comment(b""))
     chain = Chain(coding)
-    frames = []
-    for n in range(1, 7):
-        c = cursor(n).encode()
-        frames.append(chain.add(framing.event(message(n).body(c), c)))
+    frames = [chain.add(framed(framing, message(n), cursor(n).encode())) for n in range(1, 7)]
     stream = GzipStream(coding)
     head = (
         b"HTTP/1.1 200 OK\r\nContent-Type: %b\r\nCache-Control: no-cache, no-store\r\n"
@@ -82,7 +79,7 @@ def gzip_stream(kind: str, chunked: bool = True) -> tuple[bytes, list[Step], byt
     )
     start = framing.start(cursor(0).encode())
     first = wrap(GZIP_HEADER) + (stream.own(start) if start else b"")
-    own = framing.event(message(4).body(MULTI.encode()), MULTI.encode())
+    own = framed(framing, message(4), MULTI.encode())
     steps = [
         Step(first),
         Step(stream.take(frames[0]), cursor(1)),
@@ -101,6 +98,10 @@ def gzip_stream(kind: str, chunked: bool = True) -> tuple[bytes, list[Step], byt
 
 def _same(data: bytes) -> bytes:
     return data
+
+
+def framed(framing: Framing, m: Message, at: bytes) -> bytes:
+    return framing.message(m.body(at), at, m.channel.encode(), m.data)
 
 
 def websocket_frames(offers: str) -> tuple[str, list[Step]]:

@@ -26,7 +26,7 @@ import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 from websockets.sync.client import connect
 
-from .compressed import ACCEPT, CHANNEL, Step, gzip_stream, websocket_frames
+from .compressed import ACCEPT, CHANNEL, MULTI, Step, gzip_stream, websocket_frames
 from .lockstep import Held, Lines, Lockstep, wait_for
 from .system import ensure_command
 from .test_browser_js import CHROMIUM_ARGS, chromium_path
@@ -279,3 +279,50 @@ def test_the_jdk_websocket_client_offers_no_compression(lockstep):
         held.close()
     finally:
         consumer.stop()
+
+
+# -- the JavaScript client in Chromium ------------------------------------------------------
+
+JS_DIST = Path(__file__).resolve().parent.parent / "clients" / "js" / "dist"
+CLIENT_PAGE = (
+    b"<!doctype html><title>client</title><script src='/pushclient.classic.js'></script>"
+    b"<script>window.got = [];</script>"
+)
+SUBSCRIBE = """(options) => {
+  window.sub = new PushClient.PushSubscription(location.origin, ['prices.AAPL'], {
+    cursor: 'prices.AAPL:70f05dee1:0',
+    minDelay: 60000,
+    onMessage: (m) => window.got.push(JSON.stringify(m)),
+    ...options,
+  });
+}"""
+
+
+@pytest.mark.parametrize("reader", ["eventsource", "fetch"])
+def test_the_js_client_reads_compact_gzip_sse_message_by_message(reader, browser):
+    """It asks for the compact framing; Chromium inflates, EventSource (or the client's own SSE
+    parser on fetch) hands over each message as it arrives."""
+    subprocess.run([node(), "build.mjs"], cwd=JS_DIST.parent, check=True)
+    script = (JS_DIST / "pushclient.classic.js").read_bytes()
+    pages = {"/": ("text/html", CLIENT_PAGE), "/pushclient.classic.js": ("text/javascript", script)}
+    with Lockstep(pages) as server:
+        context = browser.new_context()
+        try:
+            page = context.new_page()
+            page.goto(server.url + "/")
+            options = {"transport": "sse", **({"EventSource": False} if reader == "fetch" else {})}
+            page.evaluate(SUBSCRIBE, options)
+            consumer = Consumer(lambda: list(page.evaluate("window.got")), lambda: True)
+            held = server.next()
+            assert held.query.get("compact") == "1", held.target
+            head, steps, end = gzip_stream("sse-compact")
+            serve(held, head, steps, consumer, f"the client over {reader}")
+            held.send(end)
+            got = [json.loads(m) for m in consumer.got()]
+            assert [m["id"] for m in got] == [1, 2, 3, 4, 5, 6]
+            assert {m["channel"] for m in got} == {CHANNEL} and {m["ts"] for m in got} == {None}
+            assert got[3]["cursor"] == MULTI and got[0]["data"]["symbol"] == "AAPL"
+            page.evaluate("window.sub.close()")
+            held.close()
+        finally:
+            context.close()
