@@ -43,6 +43,7 @@ NCHAN_SSE_OVERHEAD = 28
 """nginx+nchan's SSE event around a payload, `id: 1795736741:0\\ndata: ` and `\\n\\n`, captured
 from the documented nchan.conf: its answer is close-delimited, no chunk framing."""
 LONGPOLL_SETTINGS = [(6, 15, 8), (6, 12, 4), (1, 12, 4)]
+assert (compression.LEVEL, compression.BODY_WINDOW_BITS, compression.MEM_LEVEL) in LONGPOLL_SETTINGS
 """(level, window bits, memLevel) tried for one-shot answers; the first is zlib's default."""
 SETTINGS = [(6, 9, 1), (6, 10, 4), (6, 12, 5), (6, 15, 8), (1, 10, 4), (9, 10, 4)]
 """(level, window bits, memLevel) tried for every scheme."""
