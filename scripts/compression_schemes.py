@@ -2,9 +2,9 @@
 
 Bytes per delivered message for each transport and scheme (deterministic: the same messages
 every run), the CPU each scheme costs per message and per delivery (timed, several rounds), and
-the memory a per-connection compressor would hold. Run it inside a quiet window:
+the memory a per-connection compressor would hold. Run it on an otherwise idle machine:
 
-    /work/coord/bin/quiet .venv/bin/python scripts/compression_schemes.py --rounds 5
+    .venv/bin/python scripts/compression_schemes.py --rounds 5
 
 It fails (exit 1) when a timed section did not have the CPU to itself: process time below 90 %
 of wall time means something else ran, and its figures say nothing.
@@ -465,17 +465,24 @@ def delivery_table(samples: list[Sample], rounds: int) -> None:
     ):
         print(f"| {name} | {best_of(rounds, fn) / n * 1e9:.0f} |")
     write = socket_write_ns(fs, rounds)
-    print(f"| uvloop transport.write of the frame to a socketpair | {write:.0f} |")
+    print(f"| uvloop transport.write of the frame, loopback TCP | {write:.0f} |")
+
+
+def tcp_pair(listener: socket.socket) -> tuple[socket.socket, socket.socket]:
+    client = socket.create_connection(listener.getsockname())
+    server, _ = listener.accept()
+    return server, client
 
 
 def socket_write_ns(fs: list[bytes], rounds: int) -> float:
-    """What a delivery costs today: the frame written to a uvloop transport over a socketpair,
-    as the fan-out writes it, and the loop turn after it, in which uvloop sends what each
-    transport was given (the reading side drained between rounds, off the clock)."""
+    """What a delivery costs today: the frame written to a uvloop transport over a loopback TCP
+    connection, as the fan-out writes it, and the loop turn after it, in which uvloop sends what
+    each transport was given (the reading side drained between rounds, off the clock)."""
 
     async def run() -> float:
         loop = asyncio.get_running_loop()
-        pairs = [socket.socketpair() for _ in range(100)]
+        with socket.create_server(("127.0.0.1", 0)) as listener:
+            pairs = [tcp_pair(listener) for _ in range(100)]
         transports = []
         for a, _b in pairs:
             t, _p = await loop.create_connection(asyncio.Protocol, sock=a)
