@@ -186,6 +186,16 @@ def test_an_empty_stream_is_a_valid_gzip_member():
     assert stream.end() == FINAL_BLOCK + struct.pack("<II", 0, 0)
 
 
+def test_zlib_checks_the_trailer():
+    stream = GzipStream(RAW_SSE)
+    body = GZIP_HEADER + stream.take(Deflated(envelope("news", 1), None, RAW_SSE))
+    end = stream.end()
+    for at in (2, 6):  # the CRC-32, the length
+        wrong = end[:at] + bytes([end[at] ^ 1]) + end[at + 1 :]
+        with pytest.raises(zlib.error, match="incorrect"):
+            zlib.decompress(body + wrong, 31)
+
+
 def test_the_trailer_counts_length_modulo_2_to_the_32():
     stream = GzipStream(RAW_SSE)
     stream.size = (1 << 32) + 5
