@@ -15,7 +15,6 @@ with a stream cut before its trailer, and with a trailer that does not match.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import threading
 from collections.abc import Callable, Iterator
@@ -23,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from websockets.sync.client import connect
 
+from . import test_browser_js
 from .compressed import ACCEPT, CHANNEL, MULTI, Step, gzip_stream, websocket_frames
 from .lockstep import Held, Lines, Lockstep, wait_for
 from .system import ensure_command
-from .test_browser_js import CHROMIUM_ARGS, chromium_path
 
 DECODERS = Path(__file__).parent / "decoders"
 PAGE = b"<!doctype html><title>decoders</title><script>window.got = [];</script>"
@@ -69,10 +68,7 @@ def java() -> str:
     return ensure_command("java", "default-jdk-headless")
 
 
-def node() -> str:
-    path = shutil.which("node")
-    assert path, "Node.js is not installed"
-    return path
+node = test_browser_js.node
 
 
 FETCH_LINES = """(url) => {
@@ -119,12 +115,8 @@ def page_consumer(page: Page, script: str, url: str) -> Consumer:
     return Consumer(got, done)
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+browser = test_browser_js.browser
+"""One headless Chromium for the module, as the JS client's browser tests start it."""
 
 
 @pytest.fixture
