@@ -74,10 +74,10 @@ def test_a_chained_frame_reads_right_only_after_the_frame_it_was_made_against():
 
 def test_forms_are_made_once_and_only_when_asked_for():
     frame = Deflated(envelope("news", 2), envelope("news", 1), RAW_SSE)
-    assert frame._forms == {}
+    assert frame.forms == {}
     assert frame.after(0) is frame.after(0)
     assert frame.alone is frame.alone
-    assert set(frame._forms) == {0, -1}
+    assert set(frame.forms) == {0, -1}
     first = Deflated(envelope("news", 1), None, RAW_SSE)
     assert first.after(0) is first.alone  # nothing before it: one form
 
