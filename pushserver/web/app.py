@@ -20,9 +20,11 @@ from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
 from . import admin, cors, limits, openapi, proxies, publish
+from .admission import Admission
 from .errors import error_response, response_for
 from .front.conduit import Conduit
 from .state import STATE, ServerState
+from .transports import NAMES
 
 log = logging.getLogger("pushserver")
 
@@ -96,7 +98,7 @@ def forwarded_client(trusted: tuple[proxies.Network, ...]) -> Middleware:
 
 
 def add_routes(app: web.Application) -> None:
-    """Publishing and admin; the subscribe paths are the front end's (`front.SUBSCRIBE_ROUTES`)."""
+    """Publishing and admin; the subscribe paths are the front end's (`transports.ROUTES`)."""
     app.router.add_post("/pub/{channel}", publish.publish_one)
     app.router.add_post("/pub", publish.publish_batch)
     app.router.add_get("/channels/{channel}", admin.channel_info)
@@ -148,8 +150,10 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
         max_flush_delay=settings.max_flush_delay,
     )
     gc = GcMonitor(lambda generation, seconds: metrics.observe_gc(generation, seconds))
+    admission = Admission(settings, hub.stats.limits_hit)
     metrics = Metrics(
         hub,
+        (NAMES, admission.connections),
         worker,
         lambda: {
             "gc_pauses": gc.pauses,
@@ -163,7 +167,9 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     if settings.trusted_networks:
         middlewares.insert(0, forwarded_client(settings.trusted_networks))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_message_bytes)
-    app[STATE] = state = ServerState(settings, hub, metrics, gc, ExpiryWatch(hub), worker)
+    app[STATE] = state = ServerState(
+        settings, hub, metrics, gc, ExpiryWatch(hub), worker, admission
+    )
     if settings.max_publish_rate > 0:
         state.limiter = RateLimiter(settings.max_publish_rate)
     cors.setup(app, settings.cors_origins)

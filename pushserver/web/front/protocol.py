@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from ...core.errors import PushError
 from .. import limits
+from ..admission import LINGER
 from ..cors import ALLOW_HEADERS, ALLOW_METHODS, MAX_AGE, Cors
 from ..errors import error_body
-from ..heads import LINGER
 from ..proxies import client_address
 from . import answer, publish
 from .accesslog import log_request
@@ -47,6 +47,7 @@ from .wheel import Bucket, Wheel
 
 if TYPE_CHECKING:
     from ..state import ServerState
+    from ..transports.exchange import Check, Transport
 
 log = logging.getLogger("pushserver")
 
@@ -54,8 +55,8 @@ HEAD, BUSY, FORWARD, PIPE, GONE = range(5)
 """Reading a head; serving a subscribe request; aiohttp answering one request (`body_left`
 bytes of it still to pass on); aiohttp owning the connection for good; given away or closed."""
 
-Handler = Callable[["FrontProtocol", RequestHead], Awaitable[None] | None]
-"""Serves a subscribe request; what it returns (if anything) is awaited in a task."""
+Probe = Callable[["FrontProtocol", RequestHead, "Check"], None]
+"""Answers `HEAD` on a subscribe path with a transport's checks (`transports.probe.handle`)."""
 
 SUBSCRIBE_ALLOW = ("Allow", "GET, HEAD")
 """What a 405 on a subscribe path names."""
@@ -94,18 +95,17 @@ class Front:
         self,
         state: ServerState,
         http: Callable[[], asyncio.Protocol],
-        handlers: Mapping[str, Handler],
-        probe: Callable[[FrontProtocol, RequestHead], None],
+        transports: Mapping[str, Transport],
+        probe: Probe,
     ) -> None:
         settings = state.settings
         self.state = state
         self.guard = state.heads
-        """Counts the connections receiving a head (`heads.HeadGuard`)."""
+        """Counts the connections receiving a head (`admission.HeadGuard`)."""
         self.http = http
-        self.handlers = handlers
-        """Subscribe handlers by the path's first segment (`lp`, `stream`, `sse`, `ws`)."""
+        self.transports = transports
+        """The subscribe transports by their path segment (`lp`, `stream`, `sse`, `ws`)."""
         self.probe = probe
-        """Answers `HEAD` on a subscribe path at once, or raises its GET's refusal."""
         self.loop = asyncio.get_running_loop()
         self.heads = HeadParser(
             settings.max_line_size, settings.max_field_size, settings.max_headers
@@ -122,11 +122,11 @@ class Front:
         self.answered: list[Answered] = []
         """Long-polls answered in this loop turn, to be done with after it (`after`)."""
 
-    def route(self, path: str) -> Handler | None:
-        """The subscribe handler for `path` (`/{kind}/{channels}`, whatever follows the kind's
-        slash: the handler refuses what is not a channel list), or None for aiohttp."""
+    def route(self, path: str) -> Transport | None:
+        """The subscribe transport for `path` (`/{segment}/{channels}`, whatever follows the
+        segment's slash: the handler refuses what is not a channel list), or None."""
         slash = path.find("/", 1)
-        return None if slash < 0 else self.handlers.get(path[1:slash])
+        return None if slash < 0 else self.transports.get(path[1:slash])
 
     def after(self, poll: Answered) -> None:
         """`poll.done()` once the current callback (a fan-out loop) has returned: every poll
@@ -204,7 +204,7 @@ class FrontProtocol(asyncio.Protocol):
         self.deadline = 0.0
         self.peer = "-"
         self.counted = False
-        """Whether this connection counts as one receiving a head (`heads.HeadGuard`)."""
+        """Whether this connection counts as one receiving a head (`admission.HeadGuard`)."""
         self.resting = False
         """Whether it is kept alive, waiting for its next request (`HeadGuard.resting`)."""
         self.raw = b""
@@ -362,13 +362,13 @@ class FrontProtocol(asyncio.Protocol):
                 self._refuse(exc.status, exc.code, exc.message)
                 return
             self._head_done()
-            handler = front.route(head.path)
-            plan = None if handler is not None else publish.plan(head, front.state.settings)
+            transport = front.route(head.path)
+            plan = None if transport is not None else publish.plan(head, front.state.settings)
             if plan is not None:
                 self.published = raw, plan
                 self._publish(size, plan)
                 continue
-            if handler is None:
+            if transport is None:
                 if head.path == ASTERISK:
                     self._options_server(head, size)
                 else:
@@ -382,7 +382,7 @@ class FrontProtocol(asyncio.Protocol):
             self.state = BUSY
             self.raw = raw
             try:
-                self._serve(handler, head)
+                self._serve(transport, head)
             finally:
                 self.raw = b""
 
@@ -552,13 +552,16 @@ class FrontProtocol(asyncio.Protocol):
 
     # -- requests served here ----------------------------------------------------------------
 
-    def _serve(self, handler: Handler, head: RequestHead) -> None:
+    def _serve(self, transport: Transport, head: RequestHead) -> None:
         method = head.method
         if method == "GET":
-            self._begin(head, handler, head)
+            self._begin(head, transport.serve, head)
             return
         if method == "HEAD":
-            self._begin(head, self.front.probe, head)
+            try:
+                self.front.probe(self, head, transport.probe)
+            except Exception as exc:
+                self._failed(head, exc)
             return
         cors = self.front.cors
         if method == "OPTIONS" and cors and "access-control-request-method" in head.headers:

@@ -23,7 +23,7 @@ from ...core.broker import Item
 from ...core.errors import InvalidInput, PushError
 from ...core.names import parse_channel
 from .. import limits, publishing
-from ..heads import LINGER
+from ..admission import LINGER
 from . import answer
 from .head import RequestHead
 

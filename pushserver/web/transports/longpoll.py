@@ -21,6 +21,7 @@ from ..front import answer
 from ..front.answer import JSON, NO_CACHE, json_answer
 from ..front.head import RequestHead
 from ..state import ServerState
+from . import probe
 from .common import (
     Subscribe,
     SubscribeRequest,
@@ -33,10 +34,13 @@ from .common import (
     parse_subscribe,
     reserve,
 )
+from .exchange import Headers, Transport
 
 if TYPE_CHECKING:
     from ..front.protocol import FrontProtocol
 
+NAME = "longpoll"
+"""The transport's name (`/stats`, `/metrics`, the connection counts); its path is `/lp/`."""
 CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
 SECONDS_RE = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
 JAVASCRIPT = ("Content-Type", "application/javascript")
@@ -133,9 +137,9 @@ class Poll(Waiter):
 
     def _leave(self) -> None:
         """No longer held: out of the fan-out, its connection slot given back."""
-        hub = self.conn.front.state.hub
-        hub.remove_waiter(self)
-        hub.leave("longpoll", self.remote)
+        state = self.conn.front.state
+        state.hub.remove_waiter(self)
+        state.admission.leave(NAME, self.remote)
 
     def let_go(self) -> None:
         """Give back its channels (the end of a poll not held again)."""
@@ -198,7 +202,7 @@ class PlainPoll(Poll):
                 return False
             # Counted as a new poll would be (refused when full), though an answer at once
             # gives its slot back at once.
-            admit(state, "longpoll", self.remote)
+            admit(state, NAME, self.remote)
         except PushError:
             self.let_go()
             raise
@@ -207,7 +211,7 @@ class PlainPoll(Poll):
             self.hold(request.hold_time())
             return True
         assert body is not None
-        state.hub.leave("longpoll", self.remote)
+        state.admission.leave(NAME, self.remote)
         conn.transport.write(json_answer(body))
         conn.keep(self)
         conn.finish(True)
@@ -290,7 +294,7 @@ class PollRequest:
         state = conn.front.state
         query = head.query
         settings = state.settings
-        subscribe = parse_subscribe(state, head, "longpoll")
+        subscribe = parse_subscribe(state, head, NAME)
         timeout = _timeout(query, settings.default_timeout, settings.max_timeout)
         callback = _callback(query)
         bound = _bound(query, state)
@@ -353,3 +357,13 @@ class PollRequest:
         else:
             sub_req.hand_over()  # to the held poll, which gives slot and channels back
             poll.hold(timeout)
+
+
+def check(conn: FrontProtocol, head: RequestHead) -> Headers:
+    """The checks of `handle`, in its order, nothing held."""
+    poll = PollRequest.parse(conn, head)
+    probe.check_subscription(conn, head, poll.subscribe, head.query.get("cursor", ""))
+    return [NO_CACHE, JSON if poll.callback is None else JAVASCRIPT]
+
+
+TRANSPORT = Transport("lp", NAME, handle, check)
