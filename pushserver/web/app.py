@@ -19,10 +19,10 @@ from ..core.hub import Hub
 from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
-from . import admin, cors, limits, openapi, proxies, publish
+from . import admin, cors, limits, openapi, proxies
 from .admission import Admission
 from .errors import error_response, response_for
-from .front.conduit import Conduit
+from .front.forward import Conduit
 from .state import STATE, ServerState
 from .transports import NAMES
 
@@ -45,13 +45,9 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 
     The outermost middleware that answers: it sends the whole response itself (aiohttp then
     sends nothing more) and tells the front end's conduit that the answer is out, so the
-    front end can read the connection's next request. A request with a chunked body, whose end
-    only aiohttp finds, leaves its connection to aiohttp: that connection closes after the
-    answer, so the next request reaches the front end on a new one.
+    front end can read the connection's next request (`front/forward.py`).
     """
     response = await _answer(request, handler)
-    if "Transfer-Encoding" in request.headers:
-        response.force_close()
     try:
         await response.prepare(request)
         await response.write_eof()
@@ -98,9 +94,8 @@ def forwarded_client(trusted: tuple[proxies.Network, ...]) -> Middleware:
 
 
 def add_routes(app: web.Application) -> None:
-    """Publishing and admin; the subscribe paths are the front end's (`transports.ROUTES`)."""
-    app.router.add_post("/pub/{channel}", publish.publish_one)
-    app.router.add_post("/pub", publish.publish_batch)
+    """The operator routes; subscribing and publishing are the front end's (`transports.ROUTES`,
+    `front.routes.ROUTES`)."""
     app.router.add_get("/channels/{channel}", admin.channel_info)
     app.router.add_get("/stats", admin.stats_handler)
     app.router.add_get("/metrics", admin.metrics_handler)

@@ -18,7 +18,7 @@ from . import logfilter
 from .app import create_app
 from .front.protocol import Front, FrontProtocol
 from .state import STATE, ServerState
-from .transports import REGISTRY, probe
+from .transports import REGISTRY
 
 log = logging.getLogger("pushserver")
 
@@ -113,8 +113,7 @@ async def start_serving(app: web.Application, sock: socket.socket) -> Serving:
     )
     await runner.setup()
     assert runner.server is not None
-    transports = {transport.segment: transport for transport in REGISTRY}
-    front = Front(state, runner.server, transports, probe.handle)
+    front = Front(state, runner.server, REGISTRY)
     listener = await asyncio.get_running_loop().create_server(
         lambda: FrontProtocol(front), sock=sock, backlog=4096
     )

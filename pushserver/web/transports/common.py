@@ -20,7 +20,7 @@ from ...core.positions import Position, parse_cursor, restrict
 from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
 from ...core.tokens import verify
 from ...wire.framing import Framing
-from ..front.head import RequestHead
+from ..http.parser import RequestHead
 from ..state import ServerState
 
 S = TypeVar("S", bound=Subscription)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...wire.framing import Framing
-from ..front.head import RequestHead
+from ..http.parser import RequestHead
 from . import probe
 from .common import (
     HeldSubscriber,
@@ -27,7 +27,7 @@ from .common import (
 from .exchange import Headers, Transport
 
 if TYPE_CHECKING:
-    from ..front.protocol import FrontProtocol
+    from .exchange import Exchange
 
 HEADERS = [("Cache-Control", "no-cache, no-store"), ("X-Accel-Buffering", "no")]
 LAST_CHUNK = b"0\r\n\r\n"
@@ -69,18 +69,19 @@ class HeldKind:
     def headers(self) -> Headers:
         return [*HEADERS, ("Content-Type", self.content_type)]
 
-    async def serve(self, conn: FrontProtocol, head: RequestHead) -> None:
+    async def serve(self, conn: Exchange, head: RequestHead) -> None:
         """Check the request, send the head and padding, and make a `HeldStream` the
         protocol."""
-        state = conn.front.state
+        state = conn.state
         sub_req = subscribe_request(state, head, conn.remote(head), self.name, self.cursor(head))
         try:
             pad = int_param(head.query, "pad", 0, 0, state.settings.max_pad)
             framing = self.chunked if head.version == "1.1" else self.plain
             start = await open_channels(sub_req)
-            transport = conn.open_stream(head, 200, self.headers(), framing.chunked)
-            if transport is None:
+            handed = conn.hand_over(head, 200, self.headers(), framing.chunked)
+            if handed is None:
                 return
+            transport = handed[0]  # what the client sends after this request is not read
             sub, events = begin(start, HeldStream, transport, framing, state)
             where = framing.start(",".join(start.parts.values()).encode())
             transport.write(framing.chunk(framing.comment(b" " * pad) + where))
@@ -88,9 +89,9 @@ class HeldKind:
         finally:
             sub_req.release()
 
-    def probe(self, conn: FrontProtocol, head: RequestHead) -> Headers:
+    def probe(self, conn: Exchange, head: RequestHead) -> Headers:
         """The checks of `serve`, in its order, nothing held."""
-        state = conn.front.state
+        state = conn.state
         parsed = parse_subscribe(state, head, self.name)
         positions = probe.check_reserve(conn, head, parsed, self.cursor(head))
         int_param(head.query, "pad", 0, 0, state.settings.max_pad)

@@ -11,35 +11,33 @@ from typing import TYPE_CHECKING
 
 from ...core.errors import draining
 from ...core.positions import Position
-from ..front.head import RequestHead
+from ..http.parser import RequestHead
 from ..state import ServerState
 from .common import Subscribe, check_room, reserve
 from .exchange import Check
 
 if TYPE_CHECKING:
-    from ..front.protocol import FrontProtocol
+    from .exchange import Exchange
 
 
-def handle(conn: FrontProtocol, head: RequestHead, check: Check) -> None:
+def handle(conn: Exchange, head: RequestHead, check: Check) -> None:
     """Answer `HEAD /{segment}/{channels}`; raises the PushError its GET would be refused with."""
-    if conn.front.state.draining:
+    if conn.state.draining:
         raise draining()
-    conn.reply_head(head, 200, check(conn, head))
+    conn.reply(head, 200, check(conn, head), None)
 
 
-def check_subscription(
-    conn: FrontProtocol, head: RequestHead, parsed: Subscribe, cursor: str
-) -> None:
+def check_subscription(conn: Exchange, head: RequestHead, parsed: Subscribe, cursor: str) -> None:
     """What a subscribe GET checks from its reservation to its first byte."""
-    check_open(conn.front.state, parsed, check_reserve(conn, head, parsed, cursor))
+    check_open(conn.state, parsed, check_reserve(conn, head, parsed, cursor))
 
 
 def check_reserve(
-    conn: FrontProtocol, head: RequestHead, parsed: Subscribe, cursor: str
+    conn: Exchange, head: RequestHead, parsed: Subscribe, cursor: str
 ) -> Mapping[str, Position]:
     """`reserve`'s checks (the cursor's form, draining, the connection limits), its slot given
     back at once; the cursor's positions."""
-    sub_req = reserve(conn.front.state, parsed, cursor, conn.remote(head))
+    sub_req = reserve(conn.state, parsed, cursor, conn.remote(head))
     sub_req.release()
     return sub_req.positions
 

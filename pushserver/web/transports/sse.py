@@ -4,7 +4,7 @@ EventSource resumes through `Last-Event-ID` by itself."""
 from __future__ import annotations
 
 from ...wire.framing import SSE, SSE_PLAIN
-from ..front.head import RequestHead
+from ..http.parser import RequestHead
 from .held import HeldKind, held_transport
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pushserver.web.front.head import HeadParser, RequestHead
-from pushserver.web.front.repeat import MAX_REPEAT_BYTES, MAX_REPEATS, Repeats
+from pushserver.web.front.repoll import MAX_REPEAT_BYTES, MAX_REPEATS, Repeats
+from pushserver.web.http.parser import HeadParser, RequestHead
 
 MAX_LINE = 8190
 
