@@ -260,8 +260,8 @@ async def mixed_scenario() -> None:
         assert await published(reader) == 1
         assert not runner.server.connections  # the front end published it
         writer.write(get("/healthz"))
-        head, body = await read_response(reader)
-        assert body == b"ok" and b"Server: Python/" in head  # aiohttp answered it
+        assert (await read_response(reader))[1] == b"ok"
+        assert len(runner.server.connections) == 1  # aiohttp answered it
         writer.write(get("/lp/mx?history=1"))
         doc = await answer(reader)
         assert [m["data"] for m in doc["messages"]] == ["one"]

@@ -19,7 +19,7 @@ from ..core.hub import Hub
 from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
-from . import admin, cors, limits, openapi, proxies
+from . import admin, cors, extension, limits, openapi, proxies
 from .admission import Admission
 from .errors import error_response, response_for
 from .front.forward import Conduit
@@ -169,5 +169,7 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
         state.limiter = RateLimiter(settings.max_publish_rate)
     cors.setup(app, settings.cors_origins)
     add_routes(app)
+    if settings.extension:
+        await extension.extend(app, settings.extension)
     app.cleanup_ctx.append(_timers)
     return app

@@ -36,7 +36,7 @@ from ..http.accesslog import log_request
 from ..http.parser import HEAD_END, HeadError, RequestHead
 from ..proxies import client_address
 from ..transports.handshake import HandshakeError
-from . import BUSY, DONE, IDLE
+from . import BUSY, DONE, IDLE, forward
 from .base import Io, Out, Serve
 from .bodies import Bodies
 from .repoll import Repolls
@@ -76,7 +76,8 @@ class Connection(Repolls, Bodies):
         self.raw = b""
         """The head being routed, while its handler is called (for `remember`, aiohttp)."""
         self.http: Forwarding | None = None
-        """The request aiohttp answers, while it does (`forward.py`)."""
+        """aiohttp's protocol for this connection, from its first request for aiohttp until it
+        serves one itself (`forward.py`)."""
         self.kept: Kept | None = None
         """What the last request left for a repeat of its head (`keep`); let go otherwise."""
         self.repeat: Repeat | None = None
@@ -193,6 +194,10 @@ class Connection(Repolls, Bodies):
         self.io.serving()
         self.buffer = rest
         self.phase = BUSY
+        http = self.http
+        if http is not None and serve is not forward.serve:  # aiohttp's turn is over
+            self.http = None
+            http.close()
         try:
             awaited = serve(self, arg)
         except Exception as exc:
@@ -285,10 +290,6 @@ class Connection(Repolls, Bodies):
         if self.phase != BUSY:
             return
         self.held = None
-        http = self.http
-        if http is not None:
-            self.http = None
-            http.close()
         if not keep_alive or self.state.draining or self.out.is_closing():
             self.phase = DONE
             self.io.close()

@@ -64,7 +64,7 @@ class Kept(Protocol):
 
 
 class Repeat:
-    __slots__ = ("parsed", "prefix", "room", "suffix")
+    __slots__ = ("awaited", "expected", "parsed", "prefix", "room", "suffix")
 
     def __init__(self, prefix: bytes, suffix: bytes, parsed: Again, room: int) -> None:
         self.prefix = prefix
@@ -72,6 +72,9 @@ class Repeat:
         self.parsed = parsed
         self.room = room
         """Longest value within `--max-line-size` (a longer one is parsed, and refused)."""
+        self.awaited = ""
+        self.expected = b""
+        """This head with the value `holds` was last asked about (`awaited`)."""
 
     def value(self, raw: bytes) -> str | None:
         """The value in `raw` (a whole head) when it is this head but for that value."""
@@ -87,8 +90,14 @@ class Repeat:
 
     def holds(self, raw: bytes, value: str) -> bool:
         """Whether `raw` is exactly this head with `value` (ASCII, plain): `value` without a
-        parse of `raw` (building the head to compare costs less than taking `raw` apart)."""
-        return len(value) <= self.room and raw == self.prefix + value.encode() + self.suffix
+        parse of `raw`. The head to compare with is built once per value: every kept poll of
+        a channel awaits the same cursor string (its channel's `sent_position`), so after a
+        fan-out all their re-polls are compared with one `bytes`, nothing allocated."""
+        if value is not self.awaited:
+            self.awaited = value
+            fits = len(value) <= self.room
+            self.expected = self.prefix + value.encode() + self.suffix if fits else b""
+        return raw == self.expected
 
 
 class Repeats:

@@ -145,25 +145,31 @@ class Server:
         protocol.connection_made(transport)  # type: ignore[arg-type]
         return protocol, transport
 
+    def disconnect(self) -> None:
+        """Every connection still open is lost, as a socket's would be when the server stops."""
+        for protocol in list(self.front.connections):
+            protocol.connection_lost(None)
+
     async def publish(self, channel: str, data: bytes = b'"m"') -> None:
         await self.state.hub.publish([(channel, data)])
 
 
 @pytest.fixture
 async def server_with() -> AsyncIterator[Callable[..., Any]]:
-    runners: list[web.AppRunner] = []
+    servers: list[Server] = []
 
     async def start(**settings: object) -> Server:
         app = await create_app(Settings(port=0, **settings))
         runner = web.AppRunner(app)
         await runner.setup()
-        runners.append(runner)
         assert runner.server is not None
-        return Server(Front(app[STATE], runner.server, REGISTRY), runner)
+        servers.append(Server(Front(app[STATE], runner.server, REGISTRY), runner))
+        return servers[-1]
 
     yield start
-    for runner in runners:
-        await runner.cleanup()
+    for server in servers:
+        server.disconnect()
+        await server.runner.cleanup()
 
 
 @pytest.fixture
