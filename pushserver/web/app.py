@@ -55,7 +55,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return response  # the client left: aiohttp's own finishing notes that quietly
     conduit = request.transport
     if isinstance(conduit, Conduit):
-        conduit.answered(bool(response.keep_alive))
+        conduit.sent(bool(response.keep_alive))
     return response
 
 

@@ -39,21 +39,21 @@ def serve(conn: Connection, head: RequestHead) -> None:
 class Forwarding:
     """aiohttp's protocol for a front-end connection, and the request it answers."""
 
-    __slots__ = ("answered", "body", "conduit", "conn", "protocol")
+    __slots__ = ("body", "conduit", "conn", "protocol", "replied")
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
         self.conduit = Conduit(conn, conn.io.transport)
         self.protocol = conn.front.http()
         self.protocol.connection_made(self.conduit)
-        self.answered = False
+        self.replied = False
         """aiohttp's answer is out, and the connection goes on once the body has passed."""
         self.body: Body | None = None
         """The request body still to pass on."""
 
     def start(self, head: RequestHead) -> None:
         conn, protocol = self.conn, self.protocol
-        self.answered = False
+        self.replied = False
         protocol.data_received(conn.raw)
         if head.body_length:
             body = Body(head.body_length, 0, passed=protocol.data_received)
@@ -70,14 +70,14 @@ class Forwarding:
         if body.over:
             self.body = None
             self.conn.read_into(None)
-            if self.answered:
+            if self.replied:
                 self._later()
         return rest
 
-    def done(self, keep_alive: bool) -> None:
+    def sent(self, keep_alive: bool) -> None:
         """From the conduit: aiohttp's answer is out (a closing one closes the conduit)."""
         if keep_alive and self.conn.http is self:
-            self.answered = True
+            self.replied = True
             if self.body is None:
                 self._later()
 
@@ -119,12 +119,12 @@ class Conduit(asyncio.Transport):
         self.transport = transport
         self.detached = False
 
-    def answered(self, keep_alive: bool) -> None:
-        """aiohttp's answer to the request it was given is complete (sent by the app's outermost
+    def sent(self, keep_alive: bool) -> None:
+        """aiohttp's answer to the request it was given is out (sent by the app's outermost
         middleware); `keep_alive` says whether the connection goes on."""
         http = self.conn.http
         if not self.detached and http is not None:
-            http.done(keep_alive)
+            http.sent(keep_alive)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if not self.detached:
