@@ -88,7 +88,6 @@ class Base:
         "reader",
         "repeat",
         "state",
-        "task",
     )
     front: Front
     state: ServerState
@@ -100,7 +99,6 @@ class Base:
     looping: bool
     held: Held | None
     reader: Callable[[bytes], bytes] | None
-    task: asyncio.Task[None] | None
     raw: bytes
     http: Forwarding | None
     kept: Kept | None

@@ -72,7 +72,6 @@ class Connection(Repolls, Bodies):
         self.reader: Callable[[bytes], bytes] | None = None
         """Where the bytes the client sends go while the request in progress reads its body; it
         gives back what follows the body."""
-        self.task: asyncio.Task[None] | None = None
         self.raw = b""
         """The head being routed, while its handler is called (for `remember`, aiohttp)."""
         self.http: Forwarding | None = None
@@ -204,16 +203,16 @@ class Connection(Repolls, Bodies):
             self._failed(head, exc)
             return
         if awaited is not None:
-            self.task = self.front.loop.create_task(self._run(awaited, head))
+            tasks = self.front.tasks  # kept until done: the loop keeps only weak references
+            task = self.front.loop.create_task(self._run(awaited, head))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
 
     async def _run(self, awaited: Awaitable[None], head: RequestHead) -> None:
-        me = self.task
         try:
             await awaited
         except Exception as exc:
             self._failed(head, exc)
-        if self.task is me:
-            self.task = None
 
     def _failed(self, head: RequestHead, exc: Exception) -> None:
         """A request served here that raised: refused with its JSON error (500 if unexpected)."""

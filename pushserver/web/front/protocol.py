@@ -32,6 +32,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pushserver")
 
+OUT, HEAD, RESTING = range(3)
+"""How the door counts a connection (`FrontProtocol.door`)."""
+
 
 class Front:
     """What the front end's connections of one server share."""
@@ -62,6 +65,8 @@ class Front:
         self.repeats = Repeats(settings.max_line_size)
         self.wheel = Wheel(self.loop)
         """The deadlines of every connection: idle waits and held polls' hold times."""
+        self.tasks: set[asyncio.Task[None]] = set()
+        """Requests being served in a task (a body still to come, a broker to wait for)."""
         self.settling: list[Settling] = []
         """Long-polls answered in this loop turn, to be done with after it (`after`)."""
 
@@ -102,17 +107,7 @@ class FrontProtocol(asyncio.Protocol):
     """One accepted socket: its transport, its reading and writing paused or not, its deadline
     on the wheel and its place in the door's counts, for its `Connection`."""
 
-    __slots__ = (
-        "bucket",
-        "conn",
-        "counted",
-        "deadline",
-        "front",
-        "paused",
-        "peer",
-        "resting",
-        "transport",
-    )
+    __slots__ = ("bucket", "conn", "deadline", "door", "front", "paused", "peer", "transport")
 
     def __init__(self, front: Front) -> None:
         self.front = front
@@ -121,10 +116,9 @@ class FrontProtocol(asyncio.Protocol):
         """Where this connection waits on `front.wheel` for its deadline."""
         self.deadline = 0.0
         self.peer = "-"
-        self.counted = False
-        """Whether this connection counts as one receiving a head (`HeadGuard.start`)."""
-        self.resting = False
-        """Whether it is kept alive, waiting for its next request (`HeadGuard.rest`)."""
+        self.door = OUT
+        """How the door counts it (`admission.HeadGuard`): as receiving a head (`HEAD`), as
+        kept alive and waiting for its next request (`RESTING`), or not at all (`OUT`)."""
 
     # -- the transport's callbacks ----------------------------------------------------------
 
@@ -148,7 +142,7 @@ class FrontProtocol(asyncio.Protocol):
         self.wait(front.timeout)
 
     def data_received(self, data: bytes) -> None:
-        if self.resting:
+        if self.door == RESTING:
             self._stir()
         self.conn.receive(data)
 
@@ -197,24 +191,27 @@ class FrontProtocol(asyncio.Protocol):
         self.conn.due()
 
     def waiting(self, started: bool) -> None:
+        door = self.door
         if started:
-            if not self.counted:
-                self.counted = True
+            if door != HEAD:
+                if door == RESTING:
+                    self._stir()
+                self.door = HEAD
                 self.front.guard.start(self.peer)
-        elif not self.resting:
+        elif door == OUT:
             # Kept alive, waiting for the next request: counted with the unfinished heads (a
             # socket held like any other), and the first to go when the server needs room.
-            self.resting = True
+            self.door = RESTING
             self.front.guard.rest(self, self.peer)
 
     def serving(self) -> None:
-        if self.counted:
-            self.counted = False
+        if self.door == HEAD:
+            self.door = OUT
             self.front.guard.finish(self.peer)
 
     def _stir(self) -> None:
-        if self.resting:
-            self.resting = False
+        if self.door == RESTING:
+            self.door = OUT
             self.front.guard.stir(self, self.peer)
 
     def close_resting(self) -> None:

@@ -100,6 +100,15 @@ class Repeat:
         return raw == self.expected
 
 
+class Same(Repeat):
+    """A head repeated as it is (a publisher's, for bodies of one length): no value varies."""
+
+    __slots__ = ()
+
+    def value(self, raw: bytes) -> str | None:
+        return "" if raw == self.prefix else None
+
+
 class Repeats:
     """The repeats of one server's connections, one per distinct head."""
 
@@ -117,9 +126,11 @@ class Repeats:
         them), or a head too long to keep."""
         if len(raw) > MAX_REPEAT_BYTES:
             return None
+        kind = Repeat
         if name is None:
             start = end = len(raw)
             room = 0
+            kind = Same
         else:
             line = raw[: raw.find(b"\r\n")]
             if b"%" in line or b"+" in line:
@@ -135,7 +146,7 @@ class Repeats:
         if repeat is None:
             if len(table) >= MAX_REPEATS:
                 table.clear()
-            repeat = table[prefix, suffix] = Repeat(prefix, suffix, parsed, room)
+            repeat = table[prefix, suffix] = kind(prefix, suffix, parsed, room)
         return repeat
 
 

@@ -95,44 +95,26 @@ class Poll(Waiter):
     """A long-poll on a front-end connection; answered once (`replied`), by the fan-out, its
     hold time running out, a drain, or not at all when the client leaves first (`lost`)."""
 
-    __slots__ = ("callback", "conn", "head", "replied")
+    __slots__ = ("conn", "replied")
 
-    def __init__(
-        self,
-        start: Start,
-        bound: Bound,
-        conn: Exchange,
-        head: RequestHead | None,
-        callback: str | None,
-    ) -> None:
+    def __init__(self, start: Start, bound: Bound, conn: Exchange) -> None:
         super().__init__(start, bound)
         self.conn = conn
-        self.head = head
-        """What the answer depends on; None for a plain poll, whose answer depends on nothing
-        (and which is kept alive), so a held poll does not keep its whole head."""
-        self.callback = callback
         self.replied = False
 
     def content(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
-        """Headers and body of the answer carrying `body` (as JSONP with `?callback=`)."""
-        if self.callback is None:
-            return [NO_CACHE, JSON], body
-        return [NO_CACHE, JAVASCRIPT], b"%b(%b);" % (self.callback.encode(), script_safe(body))
+        """Headers and body of the answer carrying `body`."""
+        return [NO_CACHE, JSON], body
+
+    def keeps_alive(self) -> bool:
+        """Whether its connection is kept alive after its answer (if the server goes on)."""
+        return True
 
     def hold(self, timeout: float) -> None:
         """Wait for a message, at most `timeout` seconds."""
         conn = self.conn
         conn.state.hub.add_waiter(self)
         conn.hold(self, timeout)
-
-    def resolve(self, body: bytes) -> None:
-        if not self.replied:
-            assert self.head is not None
-            self.replied = True
-            self.conn.answer(self.head, 200, *self.content(body))
-            # Done with after the fan-out loop: it is iterating the hub's waiters, and the last
-            # waiter's answer should not wait for the others'.
-            self.conn.settle(self)
 
     def done(self) -> None:
         """From the front end, after the answer: the connection goes on to its next request."""
@@ -142,7 +124,7 @@ class Poll(Waiter):
             conn.keep(self)  # for the client's next poll, which the channel most likely awaits
         else:
             self.let_go()
-        conn.finish(self.head is None or self.head.keep_alive)
+        conn.finish(self.keeps_alive())
 
     def _leave(self) -> None:
         """No longer held: out of the fan-out, its connection slot given back."""
@@ -172,6 +154,38 @@ class Poll(Waiter):
         of one channel that has had a message (so keeping it holds no state that would
         otherwise go)."""
         return False
+
+
+class HeadedPoll(Poll):
+    """A poll whose answer depends on its head: JSONP (`?callback=`), CORS headers, an access
+    log line, HTTP/1.0 or a connection that closes after it. It keeps its head and callback; a
+    plain poll (`PlainPoll`), the usual one, keeps neither."""
+
+    __slots__ = ("callback", "head")
+
+    def __init__(
+        self, start: Start, bound: Bound, conn: Exchange, head: RequestHead, callback: str | None
+    ) -> None:
+        super().__init__(start, bound, conn)
+        self.head = head
+        self.callback = callback
+
+    def content(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        """Headers and body of the answer carrying `body` (as JSONP with `?callback=`)."""
+        if self.callback is None:
+            return [NO_CACHE, JSON], body
+        return [NO_CACHE, JAVASCRIPT], b"%b(%b);" % (self.callback.encode(), script_safe(body))
+
+    def keeps_alive(self) -> bool:
+        return self.head.keep_alive
+
+    def resolve(self, body: bytes) -> None:
+        if not self.replied:
+            self.replied = True
+            self.conn.answer(self.head, 200, *self.content(body))
+            # Done with after the fan-out loop: it is iterating the hub's waiters, and the last
+            # waiter's answer should not wait for the others'.
+            self.conn.settle(self)
 
 
 class PlainPoll(Poll):
@@ -294,7 +308,7 @@ class PollRequest:
     callback: str | None
     bound: Bound
     plain: bool
-    """Whether its answer is a `PlainPoll`'s (`Exchange.plain`, no JSONP)."""
+    """Whether its answer is a `PlainPoll`'s (`_plain`, no JSONP)."""
     missed: Missed = dataclasses.field(default_factory=Missed)
 
     @classmethod
@@ -356,9 +370,9 @@ class PollRequest:
         timeout = self.hold_time()
         poll: Poll
         if self.plain:
-            poll, events = begin(start, PlainPoll, self.bound, conn, None, None)
+            poll, events = begin(start, PlainPoll, self.bound, conn)
         else:
-            poll, events = begin(start, Poll, self.bound, conn, head, self.callback)
+            poll, events = begin(start, HeadedPoll, self.bound, conn, head, self.callback)
         if events or timeout == 0 or conn.closing():
             body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
             conn.reply(head, 200, *poll.content(body))

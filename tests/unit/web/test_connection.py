@@ -24,7 +24,7 @@ from pushserver.web.admission import HEAD
 from pushserver.web.app import create_app
 from pushserver.web.front import BUSY, IDLE
 from pushserver.web.front.connection import Connection
-from pushserver.web.front.protocol import Discard, Front, FrontProtocol
+from pushserver.web.front.protocol import RESTING, Discard, Front, FrontProtocol
 from pushserver.web.http.parser import HeadParser, RequestHead
 from pushserver.web.state import STATE, ServerState
 from pushserver.web.transports import REGISTRY
@@ -185,7 +185,7 @@ async def test_a_poll_is_answered_and_its_connection_kept_alive(server: Server) 
     assert status == 200 and headers["Content-Type"] == "application/json"
     assert "Connection" not in headers and orjson.loads(body)["messages"] == []
     assert protocol.conn.phase == IDLE and not transport.closed
-    assert protocol.resting and server.state.admission.connections[HEAD] == 0
+    assert protocol.door == RESTING and server.state.admission.connections[HEAD] == 0
 
 
 @pytest.mark.parametrize(
