@@ -52,8 +52,8 @@ class Io(Protocol):
         ...
 
     def waiting(self, started: bool) -> None:
-        """The connection waits for a request head: part of one is here (`started`), or none
-        is (kept alive between requests)."""
+        """The connection waits for a request head, reading: part of one is here (`started`),
+        or none is (kept alive between requests)."""
         ...
 
     def serving(self) -> None:

@@ -148,7 +148,7 @@ class Connection(Repolls, Bodies):
         io = self.io
         while self.phase == IDLE:
             if self.blocked:  # pipelined requests wait, unread, until the answers drain
-                io.waiting(True)
+                io.waiting(True)  # as a connection still sending its head, not reading
                 io.pause()
                 return
             buf = self.buffer
@@ -162,7 +162,6 @@ class Connection(Repolls, Bodies):
                     self._refuse(400, "bad_request", message)
                     return
                 io.waiting(bool(buf))  # a head begun, or nothing since the last answer
-                io.resume()
                 return
             if end < 0 or size > front.head_limit:
                 self.state.hub.stats.limits_hit["max_head_bytes"] += 1
@@ -298,7 +297,6 @@ class Connection(Repolls, Bodies):
         io.wait(self.front.timeout)
         if not self.buffer:  # the usual end of a long-poll: nothing sent yet
             io.waiting(False)
-            io.resume()
         elif not self._serve_kept(self.buffer):  # a re-poll sent early, or anything else
             self._next()
 

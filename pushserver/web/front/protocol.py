@@ -191,6 +191,9 @@ class FrontProtocol(asyncio.Protocol):
         self.conn.due()
 
     def waiting(self, started: bool) -> None:
+        if self.paused:
+            self.paused = False
+            self.transport.resume_reading()
         door = self.door
         if started:
             if door != HEAD:

@@ -25,7 +25,6 @@ from . import probe
 from .common import (
     Subscribe,
     SubscribeRequest,
-    admit,
     backlog_after,
     begin,
     int_param,
@@ -207,9 +206,10 @@ class PlainPoll(Poll):
         ch = self.single
         conn = self.conn
         state = conn.state
+        subscribe = request.subscribe
         if (
             ch is None
-            or not request.subscribe.fresh()
+            or (subscribe.expires is not None and not subscribe.fresh())
             or ch.pending
             or request.timeout == 0
             or conn.closing()
@@ -225,13 +225,15 @@ class PlainPoll(Poll):
                 return False
             # Counted as a new poll would be (refused when full), though an answer at once
             # gives its slot back at once.
-            admit(state, NAME, self.remote)
+            if state.draining:
+                raise draining()
+            state.admission.admit(NAME, self.remote)
         except PushError:
             self.let_go()
             raise
         if at_head:
             self.replied = False
-            self.hold(request.hold_time())
+            self.hold(request.timeout if subscribe.expires is None else request.hold_time())
             return True
         assert body is not None
         state.admission.leave(NAME, self.remote)
