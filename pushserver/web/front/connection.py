@@ -16,9 +16,10 @@ would cost two epoll changes per poll. Pipelined requests are served one after t
 one loop (`_next`), never nested. While the client does not read its answers (`writable`), no
 further request is served.
 
-The re-poll fast path is the base class (`repoll.Repolls`): a head seen before is served
-without a parse, and a long-poll's re-poll at its channel's head is held by the poll it
-answered.
+Two parts of it live in modules of their own, sharing its state (`base.Base`): the re-poll
+fast path (`repoll.Repolls`: a head seen before is served without a parse, and a long-poll's
+re-poll at its channel's head is held by the poll it answered) and request bodies
+(`bodies.Bodies`).
 """
 
 from __future__ import annotations

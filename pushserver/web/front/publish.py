@@ -25,9 +25,9 @@ from ...core.broker import Item
 from ...core.errors import PushError
 from ...core.names import parse_channel
 from .. import limits, publishing
-from ..errors import UnsupportedEncoding
+from ..errors import ACCEPT_ENCODING, UnsupportedEncoding
 from ..http import answer
-from ..http.body import ACCEPTED, CODINGS, Body, coding_of
+from ..http.body import CODINGS, Body, coding_of
 from ..http.parser import RequestHead
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def plan(head: RequestHead, settings: Settings) -> Plan:
     if coding is not None and coding not in CODINGS:
         raise UnsupportedEncoding(
             "unsupported_encoding",
-            f"content coding {coding[:40]!r} is not read; send {ACCEPTED}, or none",
+            f"content coding {coding[:40]!r} is not read; send {ACCEPT_ENCODING}, or none",
         )
     batch = head.path == BATCH
     return Plan(

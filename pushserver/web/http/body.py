@@ -18,7 +18,6 @@ from typing import Protocol
 import h11
 
 from ...core.errors import InvalidInput, PushError, TooLarge
-from ..errors import ACCEPT_ENCODING
 
 CHUNKED_HEAD = b"POST / HTTP/1.1\r\nHost: -\r\nTransfer-Encoding: chunked\r\n\r\n"
 """What h11 is told of a chunked request: it only decodes the body (the head is llhttp's)."""
@@ -26,9 +25,8 @@ GZIP = 16 + zlib.MAX_WBITS
 """zlib's window bits for a gzip stream (its header and trailer checked)."""
 CODINGS: dict[str, int | None] = {"identity": None, "gzip": GZIP, "x-gzip": GZIP, "deflate": 0}
 """The content codings read, and zlib's window bits for each (0: deflate, chosen by its first
-byte: a zlib stream as RFC 9110 says, or the raw deflate some clients send, as aiohttp does)."""
-ACCEPTED = ACCEPT_ENCODING
-"""The codings a refusal of another names (`Accept-Encoding`, RFC 9110 section 12.5.3)."""
+byte: a zlib stream as RFC 9110 says, or the raw deflate some clients send, as aiohttp does).
+A refusal of another names them (`errors.ACCEPT_ENCODING`, RFC 9110 section 12.5.3)."""
 
 
 class Inflate(Protocol):
