@@ -12,6 +12,7 @@ import dataclasses
 import ipaddress
 import math
 import os
+import re
 import resource
 import tomllib
 import urllib.parse
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 ENV_PREFIX = "PUSHSERVER_"
+EXTENSION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+"""`--extension`: a module's dotted name, a colon, and the name of a function in it."""
 
 FILES_RESERVED = 100
 """Descriptors kept back from subscribers: listening socket, Redis, logs, the loop itself."""
@@ -137,6 +140,12 @@ class Settings:
     sweep_interval: float = _setting(5.0, "seconds between sweeps that drop idle channels")
     log_level: str = _setting("info", "log level", choices=("debug", "info", "warning", "error"))
     access_log: bool = _setting(False, "log every request (costly under load)")
+    extension: str = _setting(
+        "",
+        "MODULE:FUNCTION called with the aiohttp application at startup, to add your own "
+        "routes and middleware with aiohttp's API (docs/operations.md); empty = none",
+        metavar="MODULE:FUNCTION",
+    )
 
     @property
     def gc_thresholds(self) -> tuple[int, int, int]:
@@ -252,6 +261,8 @@ def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Set
     except ValueError:
         raise bad("trusted_proxies", "IP addresses or CIDR networks, comma-separated") from None
     _check_head_limits(settings, bad)
+    if settings.extension and not EXTENSION.fullmatch(settings.extension):
+        raise bad("extension", "MODULE:FUNCTION, as in mypackage.routes:extend")
     if settings.redis and not _is_redis_url(settings.redis):
         raise bad("redis", "a redis://, rediss:// or unix:// URL")
     return settings

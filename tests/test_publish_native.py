@@ -1,7 +1,7 @@
-"""Publishes the front end serves itself (`web/front/publish.py`): what it adds to aiohttp's
-path. Pipelined publishes on one connection, bodies cut mid-way or sent too slowly, chunked
-bodies, `Expect: 100-continue`, bodies over the limit, CORS and the access log, on both loops the
-server supports.
+"""Publishes the front end serves itself (`web/front/publish.py`): pipelined publishes on one
+connection, bodies cut mid-way or sent too slowly, chunked bodies, compressed bodies (gzip and
+deflate read with zlib, others refused), `Expect: 100-continue`, bodies over the limit, CORS and
+the access log, on both loops the server supports.
 The server runs in this process so the test can see that aiohttp took no part and that every
 connection the server held is gone once its client is.
 """
@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import gzip
 import json
 import logging
 import time
+import zlib
 
 import pytest
 import uvloop
 
-from pushserver.web.front.protocol import FrontProtocol
+from pushserver.web.front import DONE
+from pushserver.web.front.connection import Connection
 
 from .inprocess import DEADLINE, get, in_process, read_response, read_until, until
-
-GONE = 4  # FrontProtocol's state once the connection is closed or given away
 
 
 def publish(path: str, body: bytes, headers: str = "", ctype: str = "application/json") -> bytes:
@@ -57,9 +58,9 @@ async def closed(reader: asyncio.StreamReader) -> None:
     assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
 
 
-def connections() -> list[FrontProtocol]:
+def connections() -> list[Connection]:
     gc.collect()
-    return [o for o in gc.get_objects() if isinstance(o, FrontProtocol) and o.state != GONE]
+    return [o for o in gc.get_objects() if isinstance(o, Connection) and o.phase != DONE]
 
 
 def live_connections() -> int:
@@ -68,7 +69,7 @@ def live_connections() -> int:
 
 def reading_body() -> bool:
     """Whether a connection waits for the rest of a request body."""
-    return any(conn.sink is not None for conn in connections())
+    return any(conn.reader is not None for conn in connections())
 
 
 def history(state, channel: str) -> list[bytes]:
@@ -147,6 +148,52 @@ async def chunked_and_continue() -> None:
         writer.close()
 
 
+async def compressed() -> None:
+    """gzip and deflate bodies (zlib or raw deflate, whole or chunked in pieces) are published
+    decompressed; one that inflates past the limit is refused as it inflates, a truncated one
+    once read, and another content coding at once, naming the ones read."""
+    async with in_process(max_message_bytes=1000) as (state, runner, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        raw = zlib.compressobj(wbits=-15)
+        raw_deflate = raw.compress(b'"raw"') + raw.flush()
+        head, body = chunked("/pub/gz", [*gzip.compress(b'"in pieces"').partition(b"\x00")])
+        writer.write(
+            publish("/pub/gz", gzip.compress(b'"one"'), "Content-Encoding: gzip\r\n")
+            + publish("/pub/gz", zlib.compress(b'"two"'), "Content-Encoding: Deflate\r\n")
+            + publish("/pub/gz", raw_deflate, "Content-Encoding: deflate\r\n")
+            + head.replace(b"\r\n\r\n", b"\r\nContent-Encoding: x-gzip\r\n\r\n")
+            + body
+            + publish("/pub/gz", gzip.compress(b'"cut"')[:-6], "Content-Encoding: gzip\r\n")
+            + publish(
+                "/pub",
+                gzip.compress(b'[{"channel": "gz", "data": 5}]'),
+                "Content-Encoding: gzip\r\n",
+            )
+        )
+        assert [(await created(reader))["id"] for _ in range(4)] == [1, 2, 3, 4]
+        assert (await refused(reader, b"400"))[1] == "bad_request"  # read, so kept alive
+        assert [r["id"] for r in await created(reader)] == [5]
+        assert history(state, "gz") == [b'"one"', b'"two"', b'"raw"', b'"in pieces"', b"5"]
+        assert not runner.server.connections  # aiohttp answered none of them
+        bomb = gzip.compress(b'"' + b"x" * 100_000 + b'"')  # 100 KB inflated, 140 B sent
+        writer.write(
+            publish("/pub/gz", bomb, "Content-Encoding: gzip\r\n")
+            + publish("/pub/gz", gzip.compress(b'"after"'), "Content-Encoding: gzip\r\n")
+        )
+        assert (await refused(reader, b"413"))[1] == "too_large"  # all of it read: kept alive
+        assert (await created(reader))["id"] == 6
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(publish("/pub/gz", b"\x1b\x00\x00", "Content-Encoding: br\r\n"))
+        head, code = await refused(reader, b"415")
+        assert code == "unsupported_encoding" and b"Connection: close" in head  # body unread
+        assert b"Accept-Encoding: gzip, deflate\r\n" in head
+        await closed(reader)
+        writer.close()
+        assert state.hub.stats.limits_hit["max_message_bytes"] == 1
+        assert len(history(state, "gz")) == 6
+
+
 async def bodies_of_many_reads() -> None:
     """Bodies written whole but read in several pieces, uvloop reading them one after another
     before any task runs: every piece reaches the body, for one message and for a batch."""
@@ -218,15 +265,17 @@ async def repeated_heads() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         port_here = writer.get_extra_info("sockname")[1]
 
-        def publisher() -> list[FrontProtocol]:
+        def publisher() -> list[Connection]:
             return [
-                c for c in connections() if c.transport.get_extra_info("peername")[1] == port_here
+                c
+                for c in connections()
+                if c.io.transport.get_extra_info("peername")[1] == port_here
             ]
 
         await until(publisher, "the publisher's connection accepted")
         [conn] = publisher()
         delivered_at_answer: list[int] = []
-        conn.transport = Recording(conn.transport, state, delivered_at_answer)
+        conn.out = Recording(conn.out, state, delivered_at_answer)
         writer.write(publish("/pub/rh", b'"a"') + publish("/pub/rh", b'"b"'))
         for n in (1, 2):
             assert await created(reader) == {
@@ -300,12 +349,13 @@ async def cors_and_log() -> None:
         pipelined,
         cut_and_slow,
         chunked_and_continue,
+        compressed,
         bodies_of_many_reads,
         refused_before_body,
         repeated_heads,
         cors_and_log,
     ],
-    ids=["pipelined", "cut", "chunked", "reads", "refused", "repeated", "cors"],
+    ids=["pipelined", "cut", "chunked", "compressed", "reads", "refused", "repeated", "cors"],
 )
 def test_native_publish(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop

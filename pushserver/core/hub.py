@@ -35,8 +35,6 @@ from .subscription import Bound, LocalChannel, StreamSubscriber, Waiter, bounded
 log = logging.getLogger("pushserver.hub")
 T = TypeVar("T")
 
-TRANSPORTS = ("longpoll", "stream", "sse", "ws")
-
 FLUSH_DELAY_SHARE = 0.3
 """The next flush waits at most this share of the last flush's duration."""
 SWEEP_SLICE = 1000
@@ -105,14 +103,6 @@ class Hub:
         self.closing: set[object] = set()
         """Connections out of the fan-out that still finish their close (`linger`)."""
         self.waiters: set[Waiter] = set()
-        self.connections: dict[str, int] = {}
-        """Connections by kind (`enter`); plain dicts, not Counters, since every poll counts
-        itself in and out and a dict subclass is the slower path for the interpreter."""
-        self.connection_total = 0
-        """Held subscribers: `connections` summed over `TRANSPORTS`, kept as they change, read
-        on every subscribe (connections still sending a request head are counted apart)."""
-        self.per_ip: dict[str, int] = {}
-        """Held subscribers by client address (`enter`)."""
         self.stats = HubStats()
         self._dirty: list[LocalChannel] = []
         self._batch: list[Message] = []
@@ -511,25 +501,6 @@ class Hub:
                 self._touch(ch)
         if self._all_gone is not None:
             self._check_gone()
-
-    def enter(self, kind: str, remote: str) -> None:
-        """Count a held connection (limits and /stats); `leave` undoes it."""
-        connections, per_ip = self.connections, self.per_ip
-        connections[kind] = connections.get(kind, 0) + 1
-        if kind in TRANSPORTS:
-            self.connection_total += 1
-        per_ip[remote] = per_ip.get(remote, 0) + 1
-
-    def leave(self, kind: str, remote: str) -> None:
-        per_ip = self.per_ip
-        self.connections[kind] -= 1
-        if kind in TRANSPORTS:
-            self.connection_total -= 1
-        left = per_ip[remote] - 1
-        if left > 0:
-            per_ip[remote] = left
-        else:
-            del per_ip[remote]
 
     @staticmethod
     def _touch(ch: LocalChannel) -> None:

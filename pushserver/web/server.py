@@ -16,10 +16,9 @@ from ..config import FILES_RESERVED, ConfigError, Settings
 from ..monitor.gcmonitor import GcMonitor
 from . import logfilter
 from .app import create_app
-from .front import SUBSCRIBE_KINDS
 from .front.protocol import Front, FrontProtocol
 from .state import STATE, ServerState
-from .transports import longpoll, probe, sse, stream, ws
+from .transports import REGISTRY
 
 log = logging.getLogger("pushserver")
 
@@ -114,9 +113,7 @@ async def start_serving(app: web.Application, sock: socket.socket) -> Serving:
     )
     await runner.setup()
     assert runner.server is not None
-    transports = (longpoll.handle, stream.handle, sse.handle, ws.handle)
-    handlers = dict(zip(SUBSCRIBE_KINDS, transports, strict=True))
-    front = Front(state, runner.server, handlers, probe.handle)
+    front = Front(state, runner.server, REGISTRY)
     listener = await asyncio.get_running_loop().create_server(
         lambda: FrontProtocol(front), sock=sock, backlog=4096
     )
@@ -157,7 +154,7 @@ async def serve(
     await stop.wait()
     log.info(
         "draining: %d held connections, %d publishes and subscribes awaiting the broker",
-        state.hub.connection_total,
+        state.admission.total,
         state.hub.awaiting,
     )
     state.draining = True

@@ -30,7 +30,8 @@ class Framing:
         return b""
 
     def chunk(self, payload: bytes) -> bytes:
-        """Wrap already-framed bytes for the wire (HTTP/1.1 chunked transfer when used)."""
+        """Wrap already-framed bytes for the wire: as one chunk of HTTP/1.1's chunked transfer
+        coding (RFC 9112 section 7.1) for a chunked framing, as they are otherwise."""
         if self.chunked:
             return b"%x\r\n%b\r\n" % (len(payload), payload)
         return payload

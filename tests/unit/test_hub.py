@@ -300,17 +300,6 @@ async def test_all_gone_waits_for_a_connection_that_lingers_to_close(hub):
     hub.closed(sub)  # twice is harmless
 
 
-async def test_connection_counts_per_address_go_back_to_nothing(hub):
-    hub.enter("sse", "10.0.0.1")
-    hub.enter("ws", "10.0.0.1")
-    hub.enter("head", "10.0.0.1")  # still sending its head: counted apart from held ones
-    assert (hub.connection_total, hub.per_ip["10.0.0.1"]) == (2, 3)
-    hub.leave("sse", "10.0.0.1")
-    hub.leave("ws", "10.0.0.1")
-    hub.leave("head", "10.0.0.1")
-    assert hub.connection_total == 0 and "10.0.0.1" not in hub.per_ip
-
-
 async def test_a_cursor_past_the_pending_flush_gets_nothing_twice(hub):
     """A re-poll landing on a node that has a message (from the shared broker) not yet flushed,
     with a cursor (from another node) already past it: the message goes out first."""

@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TypeVar
 
-from ...core.errors import InvalidInput, TooMany, Unavailable, draining
+from ...core.errors import InvalidInput, Unavailable, draining
 from ...core.messages import Event
 from ...core.names import parse_channels
 from ...core.positions import Position, parse_cursor, restrict
 from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
 from ...core.tokens import verify
 from ...wire.framing import Framing
-from ..front.head import RequestHead
+from ..http.parser import RequestHead
 from ..state import ServerState
 
 S = TypeVar("S", bound=Subscription)
@@ -55,7 +55,7 @@ class SubscribeRequest:
         any number of times."""
         if self.reserved:
             self.reserved = False
-            self.state.hub.leave(self.kind, self.remote)
+            self.state.admission.leave(self.kind, self.remote)
         if self.opened is not None:
             opened, self.opened = self.opened, None
             self.state.hub.release(opened)
@@ -159,27 +159,11 @@ def reserve(state: ServerState, parsed: Subscribe, cursor: str, remote: str) -> 
 
 
 def admit(state: ServerState, kind: str, remote: str) -> None:
-    """Check the connection limits and count a held connection of `kind` from `remote`
-    (`hub.leave` gives it back); raises PushError when the server drains or is full."""
+    """Count a held connection of `kind` from `remote` (`Admission.leave` gives it back);
+    raises PushError when the server drains or is full."""
     if state.draining:
         raise draining()
-    settings = state.settings
-    hub = state.hub
-    # Connections still sending their heads are bounded on their own when accepted
-    # (`heads.HeadGuard`); counting them here would refuse a subscriber for a mere admin request
-    # arriving at the same moment.
-    if hub.connection_total >= settings.max_connections:
-        hub.stats.limits_hit["max_connections"] += 1
-        raise Unavailable(
-            "over_capacity", f"server holds its maximum of {settings.max_connections} connections"
-        )
-    per_ip = settings.max_connections_per_ip
-    if per_ip and hub.per_ip.get(remote, 0) >= per_ip:
-        hub.stats.limits_hit["max_connections_per_ip"] += 1
-        raise TooMany(
-            "too_many_connections", f"at most {per_ip} held connections per client address"
-        )
-    hub.enter(kind, remote)  # reserved before any await, so concurrent requests see it
+    state.admission.admit(kind, remote)  # reserved before any await, so concurrent requests see it
 
 
 def open_now(sub_req: SubscribeRequest) -> Start | None:
@@ -301,7 +285,7 @@ class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
         hub = state.hub
         state.expiry.discard(self)
         hub.stats.disconnects[self.reason or "client"] += 1
-        hub.leave(self.framing.name, self.remote)
+        state.admission.leave(self.framing.name, self.remote)
         hub.detach(self)
         hub.release(self.channels)
 

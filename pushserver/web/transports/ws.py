@@ -18,14 +18,24 @@ from aiohttp import WSCloseCode
 from ...core.subscription import Start
 from ...wire.framing import WEBSOCKET
 from ...wire.websocket import ClientReader
-from ..front.handshake import accept
-from ..front.head import RequestHead
+from ..http.parser import RequestHead
 from ..state import ServerState
-from .common import HeldSubscriber, begin, open_channels, subscribe_request, take_over
+from . import probe
+from .common import (
+    HeldSubscriber,
+    begin,
+    open_channels,
+    parse_subscribe,
+    subscribe_request,
+    take_over,
+)
+from .exchange import Headers, Transport
+from .handshake import HandshakeError, accept
 
 if TYPE_CHECKING:
-    from ..front.protocol import FrontProtocol
+    from .exchange import Exchange
 
+NAME = "ws"
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
 CLOSE_TIMEOUT = 2.0
 """Seconds a closing connection has to finish the close handshake before the socket is dropped."""
@@ -106,11 +116,13 @@ class HeldWs(HeldSubscriber):
         self.state.hub.closed(self)
 
 
-async def handle(conn: FrontProtocol, head: RequestHead) -> None:
-    sub_req = subscribe_request(conn.front.state, head, conn.remote(head), "ws")
+async def handle(conn: Exchange, head: RequestHead) -> None:
+    sub_req = subscribe_request(conn.state, head, conn.remote(head), NAME)
     try:
         start = await open_channels(sub_req)  # a bad cursor is refused before the handshake
-        upgraded = conn.upgrade(head, accept(head))
+        headers = [("Upgrade", "websocket"), ("Connection", "upgrade")]
+        headers.append(("Sec-WebSocket-Accept", accept(head)))
+        upgraded = conn.hand_over(head, 101, headers)
         if upgraded is None:
             return
         transport, rest = upgraded
@@ -120,3 +132,14 @@ async def handle(conn: FrontProtocol, head: RequestHead) -> None:
         sub_req.release()
     if rest:
         sub.data_received(rest)
+
+
+def check(conn: Exchange, head: RequestHead) -> Headers:
+    """A HEAD is no opening handshake: refused as a GET without the upgrade headers is."""
+    parsed = parse_subscribe(conn.state, head, NAME)
+    probe.check_subscription(conn, head, parsed, head.query.get("cursor", ""))
+    accept(head)
+    raise HandshakeError("a WebSocket handshake is a GET request (RFC 6455 section 4.1)")
+
+
+TRANSPORT = Transport("ws", NAME, handle, check, (WEBSOCKET,))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import logging
 
-from .head import RequestHead
+from .parser import RequestHead
 
 LOGGER = logging.getLogger("aiohttp.access")
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pushserver.web.front.head import HeadParser, RequestHead
-from pushserver.web.front.repeat import MAX_REPEAT_BYTES, MAX_REPEATS, Repeats
+from pushserver.web.front.repoll import MAX_REPEAT_BYTES, MAX_REPEATS, Repeats
+from pushserver.web.http.parser import HeadParser, RequestHead
 
 MAX_LINE = 8190
 
@@ -119,3 +119,24 @@ def test_a_long_head_is_not_remembered():
     padding = "X-Pad: " + "p" * MAX_REPEAT_BYTES + "\r\n"
     raw, parsed = head("/lp/news?cursor=news:e1:4", padding)
     assert Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed)) is None
+
+
+def test_a_head_remembered_as_it_is_repeats_only_itself():
+    raw, parsed = head("/pub/news", "Content-Length: 5\r\nAuthorization: Bearer k\r\n")
+    same = Repeats(MAX_LINE).find(raw, parsed, None, Parsed(parsed))
+    assert same is not None and same.value(raw) == ""
+    other, _ = head("/pub/news", "Content-Length: 6\r\nAuthorization: Bearer k\r\n")
+    assert same.value(other) is None and same.value(raw[:-2]) is None
+
+
+def test_holds_builds_the_head_to_compare_once_per_value():
+    raw, parsed = head("/lp/news?cursor=news:e1:4")
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    awaited = "news:e1:5"
+    assert repeat.holds(head(f"/lp/news?cursor={awaited}")[0], awaited)
+    built = repeat.expected
+    assert repeat.holds(head(f"/lp/news?cursor={awaited}")[0], awaited)
+    assert repeat.expected is built  # the same value: compared with the bytes built before
+    assert not repeat.holds(raw, awaited)
+    assert repeat.holds(raw, "news:e1:4") and repeat.expected is not built

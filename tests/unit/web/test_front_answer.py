@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pushserver.web.front import answer
+from pushserver.web.http import answer
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
-"""Answers the front end writes itself: status line and headers, JSON errors, and the prebuilt
-long-poll answer the fan-out writes to every plain waiter."""
+"""Answers as bytes: status line and headers as aiohttp would write them, JSON errors, and the
+prebuilt long-poll answer the fan-out writes to every plain waiter."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ from ..errors import error_body, refusal_headers, status_of
 SERVER = f"pushserver/{__version__}"
 NO_CACHE = ("Cache-Control", "no-cache, no-store")
 JSON = ("Content-Type", "application/json")
+JSON_ONLY = [JSON]
+"""The headers of a plain JSON answer, answered from a prebuilt head when nothing is added to
+it (`Connection.reply` knows it by identity: never modified)."""
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _date = ["", 0]
 
 
@@ -105,3 +109,12 @@ def refusal(exc: PushError) -> tuple[int, list[tuple[str, str]], bytes]:
     """Status, headers and body of the JSON error for `exc`."""
     headers = [JSON, *refusal_headers(exc).items()]
     return status_of(exc), headers, error_body(exc.code, exc.message)
+
+
+def closing(
+    status: int, headers: Iterable[tuple[str, str]], body: bytes, head_only: bool = False
+) -> bytes:
+    """An answer to a request never served, announcing that the connection closes; its
+    `Content-Length` is the body's even when the body is not sent (`head_only`: a HEAD's)."""
+    sent = head(status, headers, "1.1", False, len(body))
+    return sent if head_only else sent + body

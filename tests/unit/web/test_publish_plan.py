@@ -1,13 +1,14 @@
-"""A publish head's plan: which publishes the front end serves itself, and what it reads from
-the head once for every repeat of it."""
+"""A publish head's plan: what the front end reads from the head once for every repeat of it,
+and the content codings it reads bodies in."""
 
 from __future__ import annotations
 
 import pytest
 
 from pushserver.config import Settings
-from pushserver.web.front.head import HeadParser
+from pushserver.web.errors import UnsupportedEncoding, refusal_headers, status_of
 from pushserver.web.front.publish import Plan, plan
+from pushserver.web.http.parser import HeadParser
 
 SETTINGS = Settings(max_message_bytes=1000)
 
@@ -17,7 +18,7 @@ def head_of(request: str) -> bytes:
     return f"{line}\nHost: x\n{fields}\n".replace("\n", "\r\n").encode("latin-1")
 
 
-def planned(request: str) -> Plan | None:
+def planned(request: str) -> Plan:
     return plan(HeadParser(8190, 8190, 64).parse(head_of(request)), SETTINGS)
 
 
@@ -56,8 +57,8 @@ def planned(request: str) -> Plan | None:
 )
 def test_a_publish_is_planned_from_its_head(request_, batch, limit, as_json) -> None:
     got = planned(request_)
-    assert got is not None
     assert (got.batch, got.limit, got.as_json, got.authorization) == (batch, limit, as_json, None)
+    assert got.coding is None
     assert got.head.path in ("/pub", "/pub/a")
 
 
@@ -69,16 +70,32 @@ def test_the_authorization_is_kept_as_aiohttp_gives_it() -> None:
 
 
 @pytest.mark.parametrize(
-    "request_",
+    ("encoding", "coding"),
+    [("gzip", "gzip"), ("GZip", "gzip"), ("x-gzip", "x-gzip"), ("deflate", "deflate")],
+)
+def test_a_compressed_body_is_planned_with_its_coding(encoding, coding) -> None:
+    got = planned(f"POST /pub/a HTTP/1.1\nContent-Encoding: {encoding}\n")
+    assert got is not None and got.coding == coding
+
+
+@pytest.mark.parametrize("encoding", ["br", "compress", "zstd", "gzip, gzip"])
+def test_a_coding_not_read_is_refused_with_the_ones_that_are(encoding) -> None:
+    with pytest.raises(UnsupportedEncoding) as refused:
+        planned(f"POST /pub/a HTTP/1.1\nContent-Encoding: {encoding}\n")
+    assert status_of(refused.value) == 415
+    assert refusal_headers(refused.value) == {"Accept-Encoding": "gzip, deflate"}
+
+
+@pytest.mark.parametrize(
+    ("request_", "expect"),
     [
-        "GET /pub/a HTTP/1.1\n",
-        "PUT /pub/a HTTP/1.1\n",
-        "POST /public HTTP/1.1\n",
-        "POST /pub/a HTTP/1.1\nContent-Encoding: gzip\n",
+        ("POST /pub/a HTTP/1.1\nExpect: 100-continue\n", True),
+        ("POST /pub/a HTTP/1.0\nExpect: 100-continue\n", False),
+        ("POST /pub/a HTTP/1.1\n", False),
     ],
 )
-def test_anything_else_is_left_to_aiohttp(request_) -> None:
-    assert planned(request_) is None
+def test_an_expectation_is_met_on_http11_only(request_, expect) -> None:
+    assert planned(request_).expect == expect
 
 
 @pytest.mark.parametrize("path", ["/pub/", "/pub/a/b"])

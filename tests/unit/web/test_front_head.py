@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pushserver.web.front.head import HeadError, HeadParser
+from pushserver.web.http.parser import HeadError, HeadParser
 
 HEADS = [
     # (head, method, path, version, keep_alive, body_length)
