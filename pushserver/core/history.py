@@ -102,14 +102,15 @@ class ChannelHistory:
         """Never published to: dropping it loses nothing, its epoch and ids start the same."""
         return is_unstarted(self.epoch)
 
-    def __len__(self) -> int:
+    @property
+    def buffered(self) -> int:
         """Messages buffered."""
         return 0 if self.buffer is None else len(self.buffer)
 
     @property
     def first(self) -> int:
         """The oldest buffered id; `last_id + 1` when nothing is buffered."""
-        return self.last_id - len(self) + 1
+        return self.last_id - self.buffered + 1
 
     def add(self, message: Message, size: int) -> None:
         """`message`, the next id (or the first of a new epoch), kept; the oldest beyond `size`
@@ -243,7 +244,7 @@ class Histories(dict[str, ChannelHistory]):
         if history is None:
             return None
         history.expire(self.ttl)
-        return ChannelInfo(history.epoch, history.last_id, len(history))
+        return ChannelInfo(history.epoch, history.last_id, history.buffered)
 
     def _fill(self, history: ChannelHistory, messages: Iterable[Message]) -> None:
         run = _ending_at(history.last_id, [m for m in messages if m.id <= history.last_id])

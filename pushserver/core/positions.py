@@ -132,15 +132,3 @@ class Cursor(dict[str, str]):
 
     def __str__(self) -> str:
         return ",".join(self.values())
-
-
-def parse_cursor(text: str) -> dict[str, Position]:
-    return Cursor.parse(text).positions()
-
-
-def format_cursor(positions: Mapping[str, Position]) -> str:
-    return str(Cursor.of(positions))
-
-
-def restrict(positions: Mapping[str, Position], channels: Iterable[str]) -> dict[str, Position]:
-    return {c: positions[c] for c in channels if c in positions}

@@ -34,7 +34,7 @@ class HubCollector(Collector):
             conns.add_metric([*base, t], hub.connections.get(t, 0))
         yield conns
         channels = self._family(GaugeMetricFamily, "pushserver_channels", "Channels held")
-        channels.add_metric(base, len(hub.channels))
+        channels.add_metric(base, len(hub.broker.history))
         yield channels
         published = self._family(
             CounterMetricFamily, "pushserver_messages_published", "Messages published"

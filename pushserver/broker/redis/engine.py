@@ -14,7 +14,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -26,8 +26,9 @@ from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...config import Settings
-from ...core.broker import ChannelInfo, Item
+from ...core.broker import ChannelInfo, Item, Sink
 from ...core.errors import Unavailable, broker_down, outcome_unknown
+from ...core.history import Histories
 from ...core.messages import Message
 from ...core.positions import Position, unstarted
 from ..ordering import Sequencer
@@ -121,8 +122,9 @@ class RedisBroker(Reporting):
         self.by_topic: dict[bytes, Listen] = {}
         self._loop = asyncio.get_running_loop()
         self._background: set[asyncio.Task[None]] = set()
-        self.unstarted = unstarted("")
-        """The unstarted epoch of the Redis database's generation, read at every connect."""
+        self.history = Histories(settings.history_size, settings.history_ttl, unstarted(""))
+        """The histories of the channels followed here; `history.unstarted` is the unstarted
+        epoch of the Redis database's generation, read at every connect."""
         self.link = Link(
             self.client, settings.redis, self._notified, self._subscribed, self._resync, self._lost
         )
@@ -133,16 +135,19 @@ class RedisBroker(Reporting):
 
     # -- connection ---------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    @contextlib.asynccontextmanager
+    async def running(self, sink: Sink) -> AsyncIterator[None]:
+        self.bind(sink)
         await self.link.start()
-
-    async def close(self) -> None:
-        await self.link.close()
-        self._pipe.close()
-        for task in list(self._background):
-            task.cancel()
-        with contextlib.suppress(RedisError, OSError, TimeoutError):
-            await asyncio.wait_for(self.client.aclose(), CLOSE_TIMEOUT)
+        try:
+            yield
+        finally:
+            await self.link.close()
+            self._pipe.close()
+            for task in list(self._background):
+                task.cancel()
+            with contextlib.suppress(RedisError, OSError, TimeoutError):
+                await asyncio.wait_for(self.client.aclose(), CLOSE_TIMEOUT)
 
     async def _resync(self) -> int:
         """After a (re)connect: subscribe to every channel followed here, then read what was
@@ -151,7 +156,7 @@ class RedisBroker(Reporting):
         generation = await self.client.get(GENERATION_KEY)
         if not isinstance(generation, bytes):
             raise RedisConnectionError("Redis lost the generation key as it was set")
-        self.unstarted = unstarted(generation.decode())
+        self.history.unstarted = unstarted(generation.decode())
         records = list(self.records.values())
         for rec in records:
             rec.confirmed = self._loop.create_future()
@@ -168,10 +173,10 @@ class RedisBroker(Reporting):
 
     # -- publishing ---------------------------------------------------------------------------
 
-    def publish_now(self, items: Sequence[Item]) -> None:
-        return None  # ids come from Redis: always a wait
+    def publish(self, items: Sequence[Item]) -> Coroutine[Any, Any, list[Message]]:
+        return self._published(items)  # ids come from Redis: always a wait
 
-    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
+    async def _published(self, items: Sequence[Item]) -> list[Message]:
         if not self.link.up:
             raise _down()
         try:
@@ -190,7 +195,7 @@ class RedisBroker(Reporting):
             rec = self.records.get(name)
             if not repeat and rec is not None and rec.order.loaded:
                 rec.order.offer(message, fetch=False)
-            out.append((message, self.sink.audience(name)))
+            out.append(message)
         return out
 
     async def _run_publish(self, items: list[Item]) -> list[Any]:
@@ -214,10 +219,17 @@ class RedisBroker(Reporting):
 
     # -- following channels ---------------------------------------------------------------------
 
-    async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
+    def subscribe(
+        self, names: Sequence[str], positions: Mapping[str, Position]
+    ) -> Coroutine[Any, Any, None] | None:
+        records = [self._listen(name) for name in names]
+        if all(r.order.loaded and not self._behind(r, positions) for r in records):
+            return None
+        return self._follow(records, positions)
+
+    async def _follow(self, records: list[Listen], positions: Mapping[str, Position]) -> None:
         """Subscribe (confirmed) before reading the stream, so nothing falls between the two;
         read again when the subscriber's cursor is ahead of what this node has seen."""
-        records = [self._listen(name) for name in names]
         stale = [r for r in records if not r.order.loaded or self._behind(r, positions)]
         if stale:
             if not self.link.connected:
@@ -232,24 +244,11 @@ class RedisBroker(Reporting):
             if not rec.order.loaded:
                 raise _down()
 
-    def follow_now(self, names: Sequence[str], positions: Mapping[str, Position]) -> bool:
-        records = [self._listen(name) for name in names]
-        return all(r.order.loaded and not self._behind(r, positions) for r in records)
-
-    def current(self, name: str) -> bool:
-        return self.follow_now((name,), {})
-
-    def following(self, name: str) -> bool:
-        return name in self.records
-
-    def release(self, names: Sequence[str]) -> None:
+    def unsubscribe(self, names: Sequence[str]) -> None:
         for name in names:
             rec = self.records.get(name)
             if rec is not None:
                 self._touch(rec)
-
-    def dropped(self, name: str) -> None:
-        return None  # the epoch lives on in Redis (its expiry is counted there: PUBLISH_LUA)
 
     async def info(self, name: str) -> ChannelInfo | None:
         rec = self.records.get(name)
@@ -257,7 +256,7 @@ class RedisBroker(Reporting):
             if rec is not None and rec.order.loaded:
                 if self.link.up:
                     await self._refresh([rec])
-                return self.sink.snapshot(name)
+                return self.history.info(name)
             pipe = self.client.pipeline(transaction=False)
             pipe.hmget(meta_key(name), "e", "i")
             pipe.xrevrange(history_key(name), count=self.history_size)
@@ -275,7 +274,7 @@ class RedisBroker(Reporting):
         rec = self.records.get(name)
         if rec is None:
             topic = (self.topic_prefix + name).encode()
-            rec = Listen(Sequencer(name, self.sink), topic, self._subscribe(topic))
+            rec = Listen(Sequencer(name, self.history, self.sink), topic, self._subscribe(topic))
             self.records[name] = self.by_topic[topic] = rec
         elif _failed(rec.confirmed) and self.link.connected:
             rec.confirmed = self._subscribe(rec.topic)  # a failed SUBSCRIBE is tried again
@@ -331,7 +330,7 @@ class RedisBroker(Reporting):
             return
         del self.records[rec.name]
         del self.by_topic[rec.topic]
-        self.sink.forget(rec.name)
+        self.history.pop(rec.name, None)
         self.link.send("UNSUBSCRIBE", rec.topic)
 
     # -- applying messages in id order -----------------------------------------------------------
@@ -368,7 +367,7 @@ class RedisBroker(Reporting):
                 rec.order.done_reading()
         again = []
         for rec, asked, (found, last, entries, tag) in zip(records, froms, results, strict=True):
-            current: bytes = found or self.unstarted.encode() + tag  # no keys: unstarted
+            current: bytes = found or self.history.unstarted.encode() + tag  # no keys: unstarted
             ordered = reversed(entries) if asked[1] < 0 else entries
             messages = self._messages(rec.name, current, ordered)
             if rec.order.apply(asked, current.decode(), int(last), messages):

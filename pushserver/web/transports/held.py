@@ -57,7 +57,7 @@ async def serve_held(
         if transport is None:
             return
         sub, events = begin(start, HeldStream, transport, framing, state)
-        where = framing.start(",".join(start.parts.values()).encode())
+        where = framing.start(start.at.encode())
         transport.write(framing.chunk(framing.comment(b" " * pad) + where))
         take_over(transport, sub_req, sub, events)
     finally:
