@@ -8,9 +8,9 @@ import itertools
 import secrets
 import time
 from array import array
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from ..core.broker import ChannelInfo, Item, Sink
+from ..core.broker import ChannelInfo, Item
 from ..core.history import Histories
 from ..core.idempotency import KeyMemory, Published
 from ..core.messages import Message
@@ -51,6 +51,7 @@ class MemoryBroker(Reporting):
         self.idle_after = max(history_ttl, 2 * sweep_interval)
         """How long a channel is kept after its last subscriber left (`unsubscribe`)."""
         self._keys = KeyMemory(history_ttl)
+        self._sweeping: asyncio.Task[None] | None = None
         self._counter = itertools.count(1)
         self._left: dict[str, float] = {}
         """When the last subscriber of a started channel left, the oldest first."""
@@ -59,16 +60,14 @@ class MemoryBroker(Reporting):
         self._forgotten = array("Q", bytes(8 * SLOTS))
         """Names forgotten from `_ended`, per slot."""
 
-    @contextlib.asynccontextmanager
-    async def running(self, sink: Sink) -> AsyncIterator[None]:
-        self.bind(sink)
-        sweeping = asyncio.create_task(self._sweeping())
-        try:
-            yield
-        finally:
-            sweeping.cancel()
+    async def start(self) -> None:
+        self._sweeping = asyncio.create_task(self._sweep_every())
+
+    async def stop(self) -> None:
+        if self._sweeping is not None:
+            self._sweeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await sweeping
+                await self._sweeping
 
     def publish(self, items: Sequence[Item]) -> list[Message]:
         sink = self.sink
@@ -133,7 +132,7 @@ class MemoryBroker(Reporting):
             del ended[forgotten]
             self._forgotten[self._slot(forgotten)] += 1
 
-    async def _sweeping(self) -> None:
+    async def _sweep_every(self) -> None:
         while True:
             await asyncio.sleep(self.sweep_interval)
             await self.sweep()

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import AsyncIterator, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -26,7 +26,7 @@ from redis.exceptions import NoScriptError, RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...config import Settings
-from ...core.broker import ChannelInfo, Item, Sink
+from ...core.broker import ChannelInfo, Item
 from ...core.errors import Unavailable, broker_down, outcome_unknown
 from ...core.history import Histories
 from ...core.messages import Message
@@ -135,19 +135,16 @@ class RedisBroker(Reporting):
 
     # -- connection ---------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def running(self, sink: Sink) -> AsyncIterator[None]:
-        self.bind(sink)
+    async def start(self) -> None:
         await self.link.start()
-        try:
-            yield
-        finally:
-            await self.link.close()
-            self._pipe.close()
-            for task in list(self._background):
-                task.cancel()
-            with contextlib.suppress(RedisError, OSError, TimeoutError):
-                await asyncio.wait_for(self.client.aclose(), CLOSE_TIMEOUT)
+
+    async def stop(self) -> None:
+        await self.link.close()
+        self._pipe.close()
+        for task in list(self._background):
+            task.cancel()
+        with contextlib.suppress(RedisError, OSError, TimeoutError):
+            await asyncio.wait_for(self.client.aclose(), CLOSE_TIMEOUT)
 
     async def _resync(self) -> int:
         """After a (re)connect: subscribe to every channel followed here, then read what was
