@@ -55,16 +55,14 @@ class Buffer:
     def __len__(self) -> int:
         return len(self.heads) - self.start
 
-    def add(self, head: bytes, ts: float, seq: int) -> None:
-        self.heads.append(head)
-        self.times.append(ts)
-        self.seqs.append(seq)
-
     def drop(self, count: int) -> None:
         """Drop the `count` oldest entries."""
         heads, start = self.heads, self.start
         end = start + count
-        heads[start:end] = itertools.repeat(None, count)
+        if count == 1:  # a full history, one message in, one out
+            heads[start] = None
+        else:
+            heads[start:end] = itertools.repeat(None, count)
         self.start = end
         if end >= COMPACT_AFTER and 2 * end >= len(heads):
             del heads[:end]
@@ -72,11 +70,13 @@ class Buffer:
             del self.seqs[:end]
             self.start = 0
 
-    def older(self, cutoff: float) -> int:
-        """How many of the oldest entries are older than `cutoff`."""
-        times, start = self.times, self.start
+    def older(self, cutoff: float, start: int) -> int:
+        """How many entries from index `start` on are older than `cutoff` (the newest, the
+        one just kept, never is: a buffer keeps at least it)."""
+        times = self.times
         end = start
-        while end < len(times) and times[end] < cutoff:
+        last = len(times) - 1
+        while end < last and times[end] < cutoff:
             end += 1
         return end - start
 
@@ -112,23 +112,31 @@ class ChannelHistory:
         """The oldest buffered id; `last_id + 1` when nothing is buffered."""
         return self.last_id - self.buffered + 1
 
-    def add(self, message: Message, size: int) -> None:
+    def add(self, message: Message, size: int, ttl: float) -> None:
         """`message`, the next id (or the first of a new epoch), kept; the oldest beyond `size`
-        dropped."""
+        or older than `ttl` before it dropped."""
         buffer = self.buffer
         if buffer is None:
             buffer = self.buffer = Buffer()
-        buffer.add(message.head, message.ts, message.seq)
+        heads, times = buffer.heads, buffer.times
+        ts = message.ts
+        heads.append(message.head)
+        times.append(ts)
+        buffer.seqs.append(message.seq)
         self.last_id = message.id
-        if len(buffer) > size:
-            buffer.drop(len(buffer) - size)
+        start = buffer.start
+        cutoff = ts - ttl
+        excess = len(heads) - start - size
+        if excess > 0 or times[start] < cutoff:  # the usual append stops here, or drops one
+            buffer.drop(max(excess, 0) + buffer.older(cutoff, start + max(excess, 0)))
 
     def expire(self, ttl: float, now: float | None = None) -> None:
         """Drop what is older than the TTL."""
         buffer = self.buffer
         if buffer is not None:
-            old = buffer.older((time.time() if now is None else now) - ttl)
-            if old == len(buffer):
+            cutoff = (time.time() if now is None else now) - ttl
+            old = buffer.older(cutoff, buffer.start)
+            if old == len(buffer) - 1 and buffer.times[-1] < cutoff:
                 self.buffer = None
             elif old:
                 buffer.drop(old)
@@ -234,8 +242,7 @@ class Histories(dict[str, ChannelHistory]):
         elif history.epoch != message.epoch:
             history.epoch, history.born = message.epoch, born(self.unstarted, message.epoch)
         message.seq = next(self._arrivals)
-        history.add(message, self.size)
-        history.expire(self.ttl, message.ts)
+        history.add(message, self.size, self.ttl)
         return history
 
     def info(self, name: str) -> ChannelInfo | None:
@@ -249,7 +256,7 @@ class Histories(dict[str, ChannelHistory]):
     def _fill(self, history: ChannelHistory, messages: Iterable[Message]) -> None:
         run = _ending_at(history.last_id, [m for m in messages if m.id <= history.last_id])
         for message in run:
-            history.add(message, self.size)
+            history.add(message, self.size, self.ttl)
         history.expire(self.ttl)
 
 
