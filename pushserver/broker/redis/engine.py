@@ -14,7 +14,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -46,6 +46,7 @@ from .scripts import (
     idempotency_key,
     meta_key,
     notification,
+    stream_messages,
     topic_prefix,
 )
 
@@ -92,6 +93,12 @@ def _failed(future: asyncio.Future[None]) -> bool:
 
 def _down() -> Unavailable:
     return broker_down("redis", RETRY_AFTER)
+
+
+def _behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
+    """Whether the subscriber's position in `rec`'s channel is ahead of this node."""
+    position = positions.get(rec.name)
+    return position is not None and rec.order.behind(*position)
 
 
 class RedisBroker(Reporting):
@@ -220,14 +227,14 @@ class RedisBroker(Reporting):
         self, names: Sequence[str], positions: Mapping[str, Position]
     ) -> Coroutine[Any, Any, None] | None:
         records = [self._listen(name) for name in names]
-        if all(r.order.loaded and not self._behind(r, positions) for r in records):
+        if all(r.order.loaded and not _behind(r, positions) for r in records):
             return None
         return self._follow(records, positions)
 
     async def _follow(self, records: list[Listen], positions: Mapping[str, Position]) -> None:
         """Subscribe (confirmed) before reading the stream, so nothing falls between the two;
         read again when the subscriber's cursor is ahead of what this node has seen."""
-        stale = [r for r in records if not r.order.loaded or self._behind(r, positions)]
+        stale = [r for r in records if not r.order.loaded or _behind(r, positions)]
         if stale:
             if not self.link.connected:
                 raise _down()
@@ -264,7 +271,7 @@ class RedisBroker(Reporting):
         if epoch is None:
             return None
         cutoff = time.time() - self.history_ttl
-        kept = [m for m in self._messages(name, epoch, entries) if m.ts >= cutoff]
+        kept = [m for m in stream_messages(name, epoch, entries) if m.ts >= cutoff]
         return ChannelInfo(epoch.decode(), int(last or 0), len(kept))
 
     def _listen(self, name: str) -> Listen:
@@ -284,11 +291,6 @@ class RedisBroker(Reporting):
         if not self.link.send("SUBSCRIBE", topic):
             _fail(confirmed)
         return confirmed
-
-    @staticmethod
-    def _behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
-        position = positions.get(rec.name)
-        return position is not None and rec.order.behind(*position)
 
     async def _confirmed(self, records: Sequence[Listen]) -> None:
         """Wait for the SUBSCRIBE confirmations. They are shared by every subscriber of a
@@ -366,7 +368,7 @@ class RedisBroker(Reporting):
         for rec, asked, (found, last, entries, tag) in zip(records, froms, results, strict=True):
             current: bytes = found or self.history.unstarted.encode() + tag  # no keys: unstarted
             ordered = reversed(entries) if asked[1] < 0 else entries
-            messages = self._messages(rec.name, current, ordered)
+            messages = stream_messages(rec.name, current, ordered)
             if rec.order.apply(asked, current.decode(), int(last), messages):
                 again.append(rec)
         if again:
@@ -391,14 +393,3 @@ class RedisBroker(Reporting):
             args = (self.meta_ms, after, self.history_size, epoch, rec.name)
             pipe.evalsha(self._sync.sha, len(keys), *keys, *args)
         return pipe
-
-    @staticmethod
-    def _messages(name: str, epoch: bytes, entries: Iterable[Any]) -> list[Message]:
-        text = epoch.decode()
-        out = []
-        for entry_id, fields in entries:
-            if not isinstance(fields, dict):
-                fields = dict(zip(fields[::2], fields[1::2], strict=True))
-            id_ = int(entry_id.split(b"-", 1)[0])
-            out.append(Message(name, text, id_, float(fields[b"t"]), fields[b"d"]))
-        return out
