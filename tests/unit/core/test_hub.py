@@ -379,3 +379,31 @@ async def test_a_heartbeat_writes_a_slice_per_loop_turn_once_to_every_stream_sti
     assert [s.transport.writes for s in subs] == [
         [s.framing.chunk(s.framing.comment(b""))] for s in subs
     ]
+
+
+async def test_a_channel_on_a_history_the_broker_replaced_goes_on_from_the_new_one(hub):
+    """A shared engine may drop a history and read it again (it stopped following the channel
+    meanwhile): the hub's channel is no longer current, and the next open moves it onto the
+    new history, with a gap for whoever is held on it."""
+    await hub.publish([("a", b"1")])
+    sub = await stream(hub, ["a"])
+    ch = hub.channels["a"]
+    assert hub.current(ch)
+    later = [Message("a", "fresh", n, time.time(), b"%d" % n) for n in (3, 4)]
+    hub.broker.history.load("a", "fresh", 4, later)  # another object for the same channel
+    assert not hub.current(ch)
+    assert hub.open_now(["a"], {}) == [ch] and hub.current(ch)
+    assert ch.history is hub.broker.history["a"] and ch.sent_position == "a:fresh:4"
+    gap, *messages = sub.transport.lines()
+    assert (gap["type"], gap["reason"], gap["from"], gap["to"]) == ("gap", "epoch", 1, 2)
+    assert [(m["id"], m["cursor"]) for m in messages] == [(3, "a:fresh:3"), (4, "a:fresh:4")]
+
+
+async def test_a_message_expired_before_its_flush_still_reaches_those_held(hub):
+    """The fan-out writes the messages it was handed, not the history: an expiry between a
+    publish and its flush loses nothing for subscribers already held."""
+    sub = await stream(hub, ["a"])
+    [(message, _)] = hub.publish_now([Item("a", b'"one"')])
+    hub.broker.history["a"].expire(1.0, now=time.time() + 10)
+    await asyncio.sleep(0)
+    assert [m["id"] for m in sub.transport.lines()] == [1]
