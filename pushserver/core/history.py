@@ -110,7 +110,10 @@ class ChannelHistory:
     @property
     def first(self) -> int:
         """The oldest buffered id; `last_id + 1` when nothing is buffered."""
-        return self.last_id - self.buffered + 1
+        buffer = self.buffer
+        if buffer is None:
+            return self.last_id + 1
+        return self.last_id - len(buffer.heads) + buffer.start + 1
 
     def add(self, message: Message, size: int, ttl: float) -> None:
         """`message`, the next id (or the first of a new epoch), kept; the oldest beyond `size`

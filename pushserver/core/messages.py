@@ -37,8 +37,14 @@ class Message:
     @classmethod
     def kept(cls, channel: str, epoch: str, id: int, ts: float, seq: int, head: bytes) -> Message:
         """A message as a history keeps it: its envelope head, not its data."""
-        message = cls(channel, epoch, id, ts, b"")
+        message = cls.__new__(cls)
+        message.channel = channel
+        message.epoch = epoch
+        message.id = id
+        message.ts = ts
+        message.data = b""
         message.seq = seq
+        message.position = cursor_part(channel, epoch, id)
         message._head = head
         return message
 

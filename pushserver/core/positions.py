@@ -99,28 +99,33 @@ class Cursor(dict[str, str]):
 
     __slots__ = ()
 
+    @staticmethod
+    def read(text: str, channels: Iterable[str] | None = None) -> dict[str, Position]:
+        """The positions of `chan:EPOCH:ID,...` as a client sent it (of `channels` only, in
+        their order, when given: a subscription's); any flaw is InvalidInput `bad_cursor`."""
+        positions: dict[str, Position] = {}
+        if text:
+            for part in text.split(","):
+                channel, position = _read_part(part)
+                if channel in positions:
+                    raise _bad(f"cursor names channel {channel!r} twice")
+                positions[channel] = position
+        if channels is None:
+            return positions
+        return {c: positions[c] for c in channels if c in positions}
+
     @classmethod
     def parse(cls, text: str) -> Cursor:
-        """`chan:EPOCH:ID,...` as a client sent it; any flaw is InvalidInput `bad_cursor`."""
-        cursor = cls()
-        if not text:
-            return cursor
-        for part in text.split(","):
-            channel, position = _read_part(part)
-            if channel in cursor:
-                raise _bad(f"cursor names channel {channel!r} twice")
-            cursor[channel] = position.part(channel)
-        return cursor
+        """A cursor as a client sent it, checked (`read`), its parts as the server writes them."""
+        return cls.of(cls.read(text))
 
     @classmethod
     def of(cls, positions: Mapping[str, Position]) -> Cursor:
         return cls((channel, p.part(channel)) for channel, p in positions.items())
 
-    def positions(self, channels: Iterable[str] | None = None) -> dict[str, Position]:
-        """Each channel's position (of `channels` only, when given: a subscription's)."""
-        if channels is None:
-            return dict(map(_read_part, self.values()))
-        return dict(_read_part(self[c]) for c in channels if c in self)
+    def positions(self) -> dict[str, Position]:
+        """Each channel's position."""
+        return dict(map(_read_part, self.values()))
 
     def advance(self, channel: str, part: str) -> bytes:
         """Move `channel` to `part`; the whole cursor after it, as sent."""

@@ -123,7 +123,7 @@ def subscribe_request(
 def _positions(cursor: str, channels: tuple[str, ...]) -> Mapping[str, Position]:
     """The cursor's positions for these channels; shared by every request with the same
     cursor (the re-polls after one fan-out), so read only."""
-    return MappingProxyType(Cursor.parse(cursor).positions(channels))
+    return MappingProxyType(Cursor.read(cursor, channels))
 
 
 def backlog_after(state: ServerState, channels: list[LocalChannel], cursor: str) -> list[Event]:

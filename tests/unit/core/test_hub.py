@@ -403,7 +403,7 @@ async def test_a_message_expired_before_its_flush_still_reaches_those_held(hub):
     """The fan-out writes the messages it was handed, not the history: an expiry between a
     publish and its flush loses nothing for subscribers already held."""
     sub = await stream(hub, ["a"])
-    [(message, _)] = hub.publish_now([Item("a", b'"one"')])
+    hub.publish_now([Item("a", b'"one"')])
     hub.broker.history["a"].expire(1.0, now=time.time() + 10)
     await asyncio.sleep(0)
     assert [m["id"] for m in sub.transport.lines()] == [1]
