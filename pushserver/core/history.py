@@ -70,6 +70,12 @@ class Buffer:
             del self.seqs[:end]
             self.start = 0
 
+    def trim(self, excess: int, cutoff: float) -> None:
+        """Drop the `excess` oldest entries (none when it is not above 0), then those left that
+        are older than `cutoff`."""
+        excess = max(excess, 0)
+        self.drop(excess + self.older(cutoff, self.start + excess))
+
     def older(self, cutoff: float, start: int) -> int:
         """How many entries from index `start` on are older than `cutoff` (the newest, the
         one just kept, never is: a buffer keeps at least it)."""
@@ -128,10 +134,9 @@ class ChannelHistory:
         buffer.seqs.append(message.seq)
         self.last_id = message.id
         start = buffer.start
-        cutoff = ts - ttl
         excess = len(heads) - start - size
-        if excess > 0 or times[start] < cutoff:  # the usual append stops here, or drops one
-            buffer.drop(max(excess, 0) + buffer.older(cutoff, start + max(excess, 0)))
+        if excess > 0 or times[start] < ts - ttl:  # the usual append stops here, or drops one
+            buffer.trim(excess, ts - ttl)
 
     def expire(self, ttl: float, now: float | None = None) -> None:
         """Drop what is older than the TTL."""
