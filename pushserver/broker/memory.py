@@ -14,7 +14,7 @@ from ..core.broker import ChannelInfo, Item
 from ..core.history import Histories
 from ..core.idempotency import KeyMemory, Published
 from ..core.messages import Message
-from ..core.positions import Position, epoch_tag, unstarted
+from ..core.positions import Position, epoch_tag, is_unstarted, unstarted
 from ..core.slices import slices
 from .sinks import Reporting
 
@@ -83,7 +83,7 @@ class MemoryBroker(Reporting):
             if kept is None:
                 kept = history.load(name, self._unstarted(name), 0)
             epoch = kept.epoch
-            if kept.unstarted:  # tagged as the unstarted epoch it begins after
+            if is_unstarted(epoch):  # tagged as the unstarted epoch it begins after
                 epoch = f"{self._boot}{next(self._counter):x}{epoch[len(history.unstarted) :]}"
             message = Message(name, epoch, kept.last_id + 1, now, data)
             history.append(message)

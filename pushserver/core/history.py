@@ -70,12 +70,6 @@ class Buffer:
             del self.seqs[:end]
             self.start = 0
 
-    def trim(self, excess: int, cutoff: float) -> None:
-        """Drop the `excess` oldest entries (none when it is not above 0), then those left that
-        are older than `cutoff`."""
-        excess = max(excess, 0)
-        self.drop(excess + self.older(cutoff, self.start + excess))
-
     def older(self, cutoff: float, start: int) -> int:
         """How many entries from index `start` on are older than `cutoff` (the newest, the
         one just kept, never is: a buffer keeps at least it)."""
@@ -135,8 +129,13 @@ class ChannelHistory:
         self.last_id = message.id
         start = buffer.start
         excess = len(heads) - start - size
-        if excess > 0 or times[start] < ts - ttl:  # the usual append stops here, or drops one
-            buffer.trim(excess, ts - ttl)
+        cutoff = ts - ttl
+        if excess > 0 or times[start] < cutoff:  # the usual append stops here, or drops one
+            if excess < 0:
+                excess = 0
+            if times[start + excess] < cutoff:
+                excess += buffer.older(cutoff, start + excess)
+            buffer.drop(excess)
 
     def expire(self, ttl: float, now: float | None = None) -> None:
         """Drop what is older than the TTL."""
