@@ -34,6 +34,7 @@ from .inprocess import (
     DEADLINE,
     get,
     in_process,
+    kept_data,
     open_stream,
     read_chunk,
     read_response,
@@ -92,8 +93,8 @@ async def scenario() -> None:
         assert len(state.hub.channels["ho"].streams) >= 1
 
         # Draining: each stream is told to reconnect, its body is ended, then the socket closed.
-        state.hub.drain()
-        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
+        state.hub.shutdown.drain()
+        await asyncio.wait_for(state.hub.shutdown.all_gone(), DEADLINE)
         assert state.admission.total == 0
         assert state.hub.stats.disconnects["shutdown"] == 8
         for reader, _, _ in streams[:3] + sse[:2]:
@@ -154,8 +155,8 @@ async def poll_scenario() -> None:
 
         # Draining answers the last polls with their cursor, then closes their connections.
         state.draining = True
-        state.hub.drain()
-        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
+        state.hub.shutdown.drain()
+        await asyncio.wait_for(state.hub.shutdown.all_gone(), DEADLINE)
         for i in (0, 3):
             doc = await answer(conns[i][0], closing=True)
             assert doc == {"messages": [], "cursor": cursors[i]}
@@ -221,7 +222,7 @@ async def ws_scenario() -> None:
         await until(lambda: state.admission.total == 2, "2 websockets let go")
 
         # Draining closes with 1012 (service restart) and waits for the client's close.
-        state.hub.drain()
+        state.hub.shutdown.drain()
         for reader, writer in conns[:2]:
             opcode, payload = await frame(reader)
             assert opcode == TEXT and json.loads(payload)["type"] == "reconnect"
@@ -230,7 +231,7 @@ async def ws_scenario() -> None:
             # The server half-closes after the handshake and lets the client close TCP.
             assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
             writer.close()
-        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
+        await asyncio.wait_for(state.hub.shutdown.all_gone(), DEADLINE)
         await until(
             lambda: state.hub.stats.disconnects == {"client": 2, "shutdown": 2},
             "both closes counted",
@@ -304,7 +305,7 @@ async def mixed_scenario() -> None:
         assert await published(reader) == 1
         writer.write(get("/healthz"))
         assert (await read_response(reader))[1] == b"ok"
-        assert state.hub.channels["ck"].history[-1].data == b'"chk"'
+        assert kept_data(state, "ck")[-1] == b'"chk"'
         writer.close()
 
 

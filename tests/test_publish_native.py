@@ -22,7 +22,7 @@ import uvloop
 from pushserver.web.front import DONE
 from pushserver.web.front.connection import Connection
 
-from .inprocess import DEADLINE, get, in_process, read_response, read_until, until
+from .inprocess import DEADLINE, get, in_process, kept_data, read_response, read_until, until
 
 
 def publish(path: str, body: bytes, headers: str = "", ctype: str = "application/json") -> bytes:
@@ -72,11 +72,6 @@ def reading_body() -> bool:
     return any(conn.reader is not None for conn in connections())
 
 
-def history(state, channel: str) -> list[bytes]:
-    ch = state.hub.channels.get(channel)
-    return [m.data for m in ch.history] if ch is not None else []
-
-
 async def pipelined() -> None:
     """Single and batch publishes, keyed or not, and other requests in one write: answered in
     order on one connection, aiohttp never involved in a publish."""
@@ -100,7 +95,7 @@ async def pipelined() -> None:
         assert [m["data"] for m in json.loads(body)["messages"]] == [{"n": 1}, "two", 3]
         assert (await refused(reader, b"400"))[1] == "bad_json"
         assert (await created(reader))["id"] == 4  # the refusal kept the connection
-        assert history(state, "pp")[-1] == b'"plain text"'
+        assert kept_data(state, "pp")[-1] == b'"plain text"'
         assert not runner.server.connections  # aiohttp answered none of them
         writer.close()
 
@@ -119,7 +114,7 @@ async def cut_and_slow() -> None:
         writer.write(head + body[:-5])  # the last chunk never comes
         writer.close()
         await until(lambda: live_connections() == 0, "every connection noticed gone")
-        assert history(state, "cut") == [] and history(state, "slow") == []
+        assert kept_data(state, "cut") == [] and kept_data(state, "slow") == []
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(publish("/pub/cut", b'"whole"'))
         assert (await created(reader))["id"] == 1
@@ -139,7 +134,7 @@ async def chunked_and_continue() -> None:
         head, body = chunked("/pub", [b'[{"channel": "ck", "data": 2}]'])
         writer.write(head + body)
         assert [r["id"] for r in await created(reader)] == [2]
-        assert history(state, "ck") == [b'"chunked"', b"2"]
+        assert kept_data(state, "ck") == [b'"chunked"', b"2"]
 
         writer.write(publish("/pub/ck", b'"later"', "Expect: 100-continue\r\n")[:-7])
         assert await read_until(reader, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
@@ -173,7 +168,7 @@ async def compressed() -> None:
         assert [(await created(reader))["id"] for _ in range(4)] == [1, 2, 3, 4]
         assert (await refused(reader, b"400"))[1] == "bad_request"  # read, so kept alive
         assert [r["id"] for r in await created(reader)] == [5]
-        assert history(state, "gz") == [b'"one"', b'"two"', b'"raw"', b'"in pieces"', b"5"]
+        assert kept_data(state, "gz") == [b'"one"', b'"two"', b'"raw"', b'"in pieces"', b"5"]
         assert not runner.server.connections  # aiohttp answered none of them
         bomb = gzip.compress(b'"' + b"x" * 100_000 + b'"')  # 100 KB inflated, 140 B sent
         writer.write(
@@ -191,7 +186,7 @@ async def compressed() -> None:
         await closed(reader)
         writer.close()
         assert state.hub.stats.limits_hit["max_message_bytes"] == 1
-        assert len(history(state, "gz")) == 6
+        assert len(kept_data(state, "gz")) == 6
 
 
 async def bodies_of_many_reads() -> None:
@@ -205,7 +200,7 @@ async def bodies_of_many_reads() -> None:
             writer.write(publish("/pub/mr", one) + publish("/pub", batch))
             assert (await created(reader))["id"] == 61 * n - 60
             assert [r["id"] for r in await created(reader)][-1] == 61 * n
-        assert history(state, "mr")[-61] == one and len(history(state, "mr")[-1]) == 8002
+        assert kept_data(state, "mr")[-61] == one and len(kept_data(state, "mr")[-1]) == 8002
         writer.close()
 
 
@@ -234,7 +229,7 @@ async def refused_before_body() -> None:
         )
         assert (await refused(reader, b"413"))[1] == "too_large"
         assert (await created(reader))["id"] == 1
-        assert history(state, "big") == [b'"small"']
+        assert kept_data(state, "big") == [b'"small"']
         writer.close()
 
 
@@ -296,7 +291,7 @@ async def repeated_heads() -> None:
             head, body = await read_response(reader)
             assert head.startswith(b"HTTP/1.0 201 Created\r\n"), head
             assert b"Connection: keep-alive\r\n" in head and json.loads(body)["id"] == n
-        assert history(state, "rh") == [b'"a"', b'"b"', b'"c"', b'"d"', b'"d"']
+        assert kept_data(state, "rh") == [b'"a"', b'"b"', b'"c"', b'"d"', b'"d"']
         writer.close()
         sse_writer.close()
 

@@ -46,7 +46,7 @@ class HubCollector(Collector):
             conns.add_metric([*base, t], counts.get(t, 0))
         yield conns
         channels = self._family(GaugeMetricFamily, "pushserver_channels", "Channels held")
-        channels.add_metric(base, len(hub.channels))
+        channels.add_metric(base, len(hub.broker.history))
         yield channels
         published = self._family(
             CounterMetricFamily, "pushserver_messages_published", "Messages published"

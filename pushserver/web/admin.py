@@ -59,7 +59,7 @@ def stats(state: ServerState) -> dict[str, Any]:
         "draining": state.draining,
         "uptime": round(time.time() - hub.stats.started, 3),
         "connections": connections,
-        "channels": len(hub.channels),
+        "channels": len(hub.broker.history),
         "messages_in": hub.stats.messages_in,
         "messages_out": sum(hub.stats.delivered.values()),
         "delivered": {t: hub.stats.delivered[t] for t in NAMES},

@@ -118,20 +118,20 @@ async def _every(seconds: float, action: Callable[[], object]) -> None:
 async def _timers(app: web.Application) -> AsyncIterator[None]:
     state = app[STATE]
     settings = state.settings
-    await state.hub.broker.start()
-    idle_after = max(settings.history_ttl, 2 * settings.sweep_interval)
-    tasks = [
-        asyncio.create_task(_every(settings.heartbeat, state.hub.heartbeat)),
-        asyncio.create_task(_every(settings.sweep_interval, lambda: state.hub.sweep(idle_after))),
-        asyncio.create_task(_every(1.0, state.cpu.sample)),
-    ]
-    yield
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    await state.hub.broker.close()
+    hub = state.hub
+    async with hub.broker.running(hub):
+        idle_after = max(settings.history_ttl, 2 * settings.sweep_interval)
+        tasks = [
+            asyncio.create_task(_every(settings.heartbeat, hub.fanout.heartbeat)),
+            asyncio.create_task(_every(settings.sweep_interval, lambda: hub.sweep(idle_after))),
+            asyncio.create_task(_every(1.0, state.cpu.sample)),
+        ]
+        yield
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     state.gc.uninstall()
 
 
@@ -139,8 +139,6 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     """Build the app inside a running loop (the hub schedules its flushes on it)."""
     hub = Hub(
         create_broker(settings),
-        history_size=settings.history_size,
-        history_ttl=settings.history_ttl,
         max_buffer_bytes=settings.max_buffer_bytes,
         max_flush_delay=settings.max_flush_delay,
     )

@@ -88,12 +88,13 @@ class Serving:
         The publishes and subscribes the broker holds are answered before `runner.cleanup`, whose
         app cleanup closes the broker: a publish gets the broker's answer rather than
         `504 outcome_unknown`, a subscribe `503 draining` rather than nothing."""
+        shutdown = self.state.hub.shutdown
         self.listener.close()
-        self.state.hub.drain()
+        shutdown.drain()
         self.front.close_idle()
-        await self.state.hub.answered()
+        await shutdown.answered()
         await self.runner.cleanup()
-        await self.state.hub.all_gone()
+        await shutdown.all_gone()
 
 
 async def start_serving(app: web.Application, sock: socket.socket) -> Serving:
@@ -155,7 +156,7 @@ async def serve(
     log.info(
         "draining: %d held connections, %d publishes and subscribes awaiting the broker",
         state.admission.total,
-        state.hub.awaiting,
+        state.hub.shutdown.awaiting,
     )
     state.draining = True
     try:

@@ -16,7 +16,7 @@ from typing import TypeVar
 from ...core.errors import InvalidInput, Unavailable, draining
 from ...core.messages import Event
 from ...core.names import parse_channels
-from ...core.positions import Position, parse_cursor, restrict
+from ...core.positions import Cursor, Position
 from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
 from ...core.tokens import verify
 from ...wire.framing import Framing
@@ -123,7 +123,7 @@ def subscribe_request(
 def _positions(cursor: str, channels: tuple[str, ...]) -> Mapping[str, Position]:
     """The cursor's positions for these channels; shared by every request with the same
     cursor (the re-polls after one fan-out), so read only."""
-    return MappingProxyType(restrict(parse_cursor(cursor), channels))
+    return MappingProxyType(Cursor.read(cursor, channels))
 
 
 def backlog_after(state: ServerState, channels: list[LocalChannel], cursor: str) -> list[Event]:
@@ -177,7 +177,8 @@ def open_now(sub_req: SubscribeRequest) -> Start | None:
     """
     state = sub_req.state
     hub = state.hub
-    if not all(map(hub.channels.__contains__, sub_req.channels)):  # a re-poll's are all held
+    held = hub.broker.history
+    if not all(map(held.__contains__, sub_req.channels)):  # a re-poll's are all held
         check_room(state, sub_req.channels)
     channels = hub.open_now(sub_req.channels, sub_req.positions)
     return None if channels is None else _start(sub_req, channels)
@@ -186,7 +187,7 @@ def open_now(sub_req: SubscribeRequest) -> Start | None:
 def check_room(state: ServerState, names: tuple[str, ...]) -> None:
     """Refuse a subscription whose channels not yet held would pass `--max-channels`."""
     hub = state.hub
-    held = hub.channels
+    held = hub.broker.history
     new = sum(name not in held for name in names)
     limit = state.settings.max_channels
     if len(held) + new > limit:
@@ -260,8 +261,7 @@ class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
                 return  # paused: resume_writing brings us back once the client has read
             if not backlog:
                 hub = self.state.hub
-                position = parse_cursor(",".join(self.parts.values()))
-                backlog.extend(hub.backlog(self.channels, position, 0)[0])
+                backlog.extend(hub.backlog(self.channels, self.at.positions(), 0)[0])
                 if not backlog:
                     self.backlog = None
                     hub.attach(self)

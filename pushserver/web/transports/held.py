@@ -83,7 +83,7 @@ class HeldKind:
                 return
             transport = handed[0]  # what the client sends after this request is not read
             sub, events = begin(start, HeldStream, transport, framing, state)
-            where = framing.start(",".join(start.parts.values()).encode())
+            where = framing.start(start.at.encode())
             transport.write(framing.chunk(framing.comment(b" " * pad) + where))
             take_over(transport, sub_req, sub, events)
         finally:

@@ -288,8 +288,7 @@ class Missed:
         None when the channel has nothing for it; raises InvalidInput for a bad cursor."""
         ch = poll.single
         assert ch is not None
-        oldest = ch.history[0].id if ch.history else 0
-        key = (ch.name, ch.epoch, ch.sent_id, oldest, cursor)
+        key = (ch.name, ch.epoch, ch.sent_id, ch.history.first, cursor)
         if key == self.key:
             return self.answer
         events = backlog_after(poll.conn.state, poll.channels, cursor)

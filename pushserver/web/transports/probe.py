@@ -46,7 +46,7 @@ def check_open(state: ServerState, parsed: Subscribe, positions: Mapping[str, Po
     """`open_now`'s checks on what is at hand: room for the channels not held, and the cursor
     against the channels held (for the others only the broker knows, and it is not asked)."""
     channels = state.hub.channels
-    if not all(map(channels.__contains__, parsed.channels)):
+    if not all(map(state.hub.broker.history.__contains__, parsed.channels)):
         check_room(state, parsed.channels)
     for name, position in positions.items():
         ch = channels.get(name)

@@ -103,17 +103,17 @@ class HeldWs(HeldSubscriber):
                 transport.close()
         hub = self.state.hub
         if reader.open:
-            if transport.get_write_buffer_size() > hub.max_buffer_bytes:
-                hub.cut_off([self])
+            if transport.get_write_buffer_size() > hub.fanout.max_buffer_bytes:
+                hub.fanout.cut_off([self])
         elif not self.closing:
             self.closing = True
             hub.detach(self)
-            hub.linger(self)  # a shutdown lets the client answer its close
+            hub.shutdown.linger(self)  # a shutdown lets the client answer its close
             asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, transport.abort)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        self.state.hub.closed(self)
+        self.state.hub.shutdown.closed(self)
 
 
 async def handle(conn: Exchange, head: RequestHead) -> None:

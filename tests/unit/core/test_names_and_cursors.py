@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pushserver.core.errors import InvalidInput
 from pushserver.core.names import parse_channels
-from pushserver.core.positions import Position, format_cursor, parse_cursor, restrict
+from pushserver.core.positions import Cursor, Position
 
 CHANNEL_ALPHABET = string.ascii_letters + string.digits + "_.:@-"
 channels = st.text(CHANNEL_ALPHABET, min_size=1, max_size=128)
@@ -34,7 +34,9 @@ SETTINGS = settings(max_examples=150, deadline=None)
 @SETTINGS
 @given(positions)
 def test_cursor_round_trips(pos):
-    assert parse_cursor(format_cursor(pos)) == pos
+    text = str(Cursor.of(pos))
+    assert Cursor.parse(text).positions() == Cursor.read(text) == pos
+    assert Cursor.parse(text) == Cursor.of(pos) and Cursor.parse(text).encode() == text.encode()
 
 
 @SETTINGS
@@ -45,10 +47,23 @@ def test_channel_list_round_trips(names):
 
 @SETTINGS
 @given(positions, st.lists(channels, max_size=8))
-def test_restrict_keeps_only_the_subscription(pos, names):
-    kept = restrict(pos, names)
+def test_positions_of_a_subscription_keep_only_its_channels_in_its_order(pos, names):
+    kept = Cursor.read(str(Cursor.of(pos)), names)
     assert set(kept) <= set(names)
     assert all(kept[c] == pos[c] for c in kept)
+    assert list(kept) == [c for c in dict.fromkeys(names) if c in pos]
+
+
+def test_a_cursor_advances_one_channel_and_keeps_the_others_in_place():
+    cursor = Cursor.parse("a:E1:3,b:u1:0,c:E2:9")
+    assert cursor.advance("b", "b:E3:1") == b"a:E1:3,b:E3:1,c:E2:9"
+    assert str(cursor) == "a:E1:3,b:E3:1,c:E2:9"
+    assert cursor.positions() == {
+        "a": Position("E1", 3),
+        "b": Position("E3", 1),
+        "c": Position("E2", 9),
+    }
+    assert str(Cursor()) == "" and Cursor.parse("") == {}
 
 
 def _only_bad_request(parse, text):
@@ -66,7 +81,7 @@ def _only_bad_request(parse, text):
 @example("::")
 @example(",")
 def test_any_cursor_text_parses_or_is_a_400(text):
-    _only_bad_request(parse_cursor, text)
+    _only_bad_request(Cursor.parse, text)
 
 
 @SETTINGS
@@ -90,10 +105,10 @@ def test_a_repeated_channel_counts_once_after_the_limit_is_checked():
 
 def test_an_unstarted_epoch_takes_no_id():
     """`u...` means "before the first message": an id in it is an edited cursor."""
-    assert parse_cursor("news:u9c1f02ab:0") == {"news": Position("u9c1f02ab", 0)}
-    assert parse_cursor("news:u9c1f02ab:00") == {"news": Position("u9c1f02ab", 0)}
+    assert Cursor.parse("news:u9c1f02ab:0").positions() == {"news": Position("u9c1f02ab", 0)}
+    assert Cursor.parse("news:u9c1f02ab:00") == {"news": "news:u9c1f02ab:0"}
     try:
-        parse_cursor("news:u9c1f02ab:3")
+        Cursor.parse("news:u9c1f02ab:3")
     except InvalidInput as exc:
         assert exc.code == "bad_cursor"
     else:

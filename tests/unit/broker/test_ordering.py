@@ -3,42 +3,49 @@ in id order, and a history that moved on without this node becomes a jump."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pushserver.broker.ordering import Sequencer
-from pushserver.core.broker import ChannelInfo
+from pushserver.core.history import ChannelHistory, Histories
 from pushserver.core.messages import Message
-from pushserver.core.positions import Position, unstarted
+from pushserver.core.positions import unstarted
 
 Call = tuple[object, ...]
 
 
-class RecordingSink:
-    """A Sink that records what the sequencer tells it."""
+class Recorder:
+    """A sink, and the histories a sequencer writes, that record what the sequencer does:
+    first reads (`load`), messages handed on (`append`) and jumps, with what the history holds
+    after each."""
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
-
-    def state(self, name: str) -> Position | None:
-        return None
-
-    def load(self, name: str, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
-        self.calls.append(("load", epoch, last_id, [m.id for m in messages]))
+        self.history = RecordingHistories(self.calls)
 
     def append(self, message: Message) -> None:
+        assert self.history[message.channel].last_id == message.id, "kept before it is told"
         self.calls.append(("append", message.epoch, message.id))
 
-    def jump(self, name: str, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
-        self.calls.append(("jump", epoch, last_id, [m.id for m in messages]))
+    def jump(self, name: str) -> None:
+        kept = self.history[name]
+        held = [m.id for m in kept.messages(0, kept.last_id)]
+        self.calls.append(("jump", kept.epoch, kept.last_id, held))
 
     def audience(self, name: str) -> int:
         return 0
 
-    def snapshot(self, name: str) -> ChannelInfo | None:
-        return None
 
-    def forget(self, name: str) -> None:
-        return None
+class RecordingHistories(Histories):
+    def __init__(self, calls: list[Call]) -> None:
+        super().__init__(100, 1e10, unstarted("g"))
+        self.calls = calls
+
+    def load(
+        self, name: str, epoch: str, last_id: int, messages: Iterable[Message] = ()
+    ) -> ChannelHistory:
+        messages = list(messages)
+        self.calls.append(("load", epoch, last_id, [m.id for m in messages]))
+        return super().load(name, epoch, last_id, messages)
 
 
 def msg(id_: int, epoch: str = "e1") -> Message:
@@ -49,10 +56,14 @@ def msgs(ids: range, epoch: str = "e1") -> list[Message]:
     return [msg(i, epoch) for i in ids]
 
 
-def loaded(last_id: int = 3, epoch: str = "e1") -> tuple[Sequencer, RecordingSink]:
+def sequencer() -> tuple[Sequencer, Recorder]:
+    sink = Recorder()
+    return Sequencer("ch", sink.history, sink), sink
+
+
+def loaded(last_id: int = 3, epoch: str = "e1") -> tuple[Sequencer, Recorder]:
     """A sequencer after its first read found `last_id` messages."""
-    sink = RecordingSink()
-    order = Sequencer("ch", sink)
+    order, sink = sequencer()
     assert order.read_from() == ("", -1)
     order.done_reading()
     assert not order.apply(("", -1), epoch, last_id, msgs(range(1, last_id + 1), epoch))
@@ -150,8 +161,7 @@ def test_a_publishers_own_reply_never_asks_for_a_read() -> None:
 
 
 def test_before_the_first_read_messages_wait_for_it() -> None:
-    sink = RecordingSink()
-    order = Sequencer("ch", sink)
+    order, sink = sequencer()
     assert not order.offer(msg(3))  # nothing to read from yet: the first read is under way
     assert order.read_from() == ("", -1)
     order.done_reading()
@@ -192,8 +202,7 @@ def test_a_read_from_before_the_first_message_does_not_undo_it() -> None:
 def test_a_first_read_from_before_the_first_message_answered_last_is_stale() -> None:
     """The same crossing, with both reads issued before anything was applied: the one issued
     after the first publish is answered first and loads the channel; the other is stale."""
-    sink = RecordingSink()
-    order = Sequencer("ch", sink)
+    order, sink = sequencer()
     before = order.read_from()  # issued before message 1 was published
     after = order.read_from()
     order.done_reading()

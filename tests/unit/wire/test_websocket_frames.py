@@ -20,7 +20,7 @@ from pushserver.wire.websocket import (
     ws_frame,
 )
 
-from ..wire import masked
+from ...wire import masked
 
 EOF_MARK = (-1, b"")
 """How `frames` shows the reader's "close the TCP connection now"."""

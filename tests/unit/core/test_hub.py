@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 import orjson
 import pytest
 
 from pushserver.broker.memory import MemoryBroker
 from pushserver.core.broker import Item
-from pushserver.core.hub import HEARTBEAT_SLICE, Hub
+from pushserver.core.fanout import HEARTBEAT_SLICE
+from pushserver.core.hub import Hub
 from pushserver.core.messages import Message
 from pushserver.core.positions import Position
 from pushserver.core.subscription import Bound, Start, StreamSubscriber, Waiter
@@ -79,14 +80,16 @@ class FakeWaiter(Waiter):
 
 
 @pytest.fixture
-async def hub() -> Hub:
-    return Hub(MemoryBroker(300), history_size=10, history_ttl=300, max_buffer_bytes=1000)
+async def hub() -> AsyncIterator[Hub]:
+    hub = Hub(MemoryBroker(10, 300, 3600), max_buffer_bytes=1000)
+    async with hub.broker.running(hub):
+        yield hub
 
 
 async def start(hub: Hub, names: list[str], cursor: dict[str, Position] | None = None) -> Start:
     channels = await hub.open(names, cursor or {})
-    _, parts = hub.backlog(channels, cursor or {}, 0)
-    return Start(channels, parts, "127.0.0.1")
+    _, at = hub.backlog(channels, cursor or {}, 0)
+    return Start(channels, at, "127.0.0.1")
 
 
 async def stream(hub: Hub, names: list[str], framing: Framing = NDJSON, **kw: bool) -> FakeStream:
@@ -135,7 +138,7 @@ async def test_multi_channel_streams_get_every_channel_in_publish_order_with_own
     await hub.publish([("a", b"1"), ("b", b"2"), ("c", b"3"), ("a", b"4")])
 
     ea, eb, ec = (epoch(hub, n) for n in "abc")
-    u = hub.channels["b"].born  # the unstarted epoch b and c were subscribed in
+    u = hub.channels["b"].history.born  # the unstarted epoch b and c were subscribed in
     got = [(m["channel"], m["data"], m["cursor"]) for m in ab.transport.lines()]
     assert got == [
         ("a", 1, f"a:{ea}:1,b:{u}:0"),  # b not published to yet: its unstarted epoch
@@ -175,11 +178,11 @@ async def test_waiters_share_one_body_and_one_wrapped_answer(hub):
     assert hub.stats.delivered == {"longpoll": 6}
 
 
-async def test_a_one_channel_waiter_keeps_no_parts_and_answers_with_its_channels_cursor(hub):
+async def test_a_one_channel_waiter_keeps_no_cursor_and_answers_with_its_channels_cursor(hub):
     ahead = await waiter(hub, ["a"])
     behind = FakeWaiter(await start(hub, ["a"], {"a": Position(epoch(hub, "a"), 0)}))
     multi = await waiter(hub, ["a", "b"])
-    assert ahead.parts == {} and behind.parts is ahead.parts  # one shared, empty, never written
+    assert ahead.at == {} and behind.at is ahead.at  # one shared, empty, never written
     await hub.publish([("a", b'"x"')])
     hub.add_waiter(behind)
     behind.expire()
@@ -187,7 +190,8 @@ async def test_a_one_channel_waiter_keeps_no_parts_and_answers_with_its_channels
     cursor = f"a:{epoch(hub, 'a')}:1"
     assert orjson.loads(behind.answers[0])["cursor"] == cursor
     assert orjson.loads(ahead.answers[0])["cursor"] == cursor
-    assert multi.parts == {"a": cursor, "b": f"b:{epoch(hub, 'b')}:0"} and ahead.parts == {}
+    assert multi.at == {"a": cursor, "b": f"b:{epoch(hub, 'b')}:0"} and ahead.at == {}
+    assert multi.cursor == f"{cursor},b:{epoch(hub, 'b')}:0"
 
 
 async def test_a_slow_consumer_is_cut_off_at_max_buffer_bytes(hub):
@@ -208,19 +212,22 @@ async def test_a_slow_consumer_is_cut_off_at_max_buffer_bytes(hub):
     assert len(slow.transport.writes) == 2
 
 
-async def test_sweep_drops_idle_channels_without_subscribers_or_history(hub):
-    await hub.open(["idle"], {})
-    await hub.publish([("kept", b"1"), ("old", b"2")])
-    hub.channels["old"].history.clear()  # as if its history had expired
+async def test_sweep_forgets_channels_nobody_is_held_on(hub):
+    opened = await hub.open(["idle", "kept", "old", "gone"], {})
+    await hub.publish([("kept", b"1"), ("old", b"2"), ("gone", b"3")])
+    hub.release(opened)  # "idle", never published to, goes with its last subscription
+    assert set(hub.channels) == set(hub.broker.history) == {"kept", "old", "gone"}
+    del hub.broker.history["gone"]  # as if the broker had dropped it
     sub = await stream(hub, ["held"])
 
-    assert await hub.sweep(idle_after=3600) == 1  # "idle" was never published to: at once
+    assert await hub.sweep(idle_after=3600) == 1  # "gone" went on from a dropped history
     assert set(hub.channels) == {"kept", "old", "held"}
-    assert await hub.sweep(idle_after=0) == 1  # "old": idle long enough
-    assert set(hub.channels) == {"kept", "held"}
+    assert await hub.sweep(idle_after=0) == 2  # idle long enough
+    assert set(hub.channels) == {"held"}
     hub.detach(sub)
-    await hub.sweep(idle_after=0)
-    assert set(hub.channels) == {"kept"}
+    hub.release(sub.channels)
+    assert not hub.channels
+    assert set(hub.broker.history) == {"kept", "old"}  # what subscribers resume from stays
 
 
 async def test_a_jump_to_a_new_epoch_announces_a_gap_to_streams_and_waiters(hub):
@@ -229,7 +236,8 @@ async def test_a_jump_to_a_new_epoch_announces_a_gap_to_streams_and_waiters(hub)
     two = await stream(hub, ["a", "b"])
     poll = await waiter(hub, ["a"])
     await hub.publish([("b", b"1")])
-    hub.jump("a", "fresh", 7, [])
+    hub.broker.history.reset("a", "fresh", 7, [])
+    hub.jump("a")
 
     gap = {"type": "gap", "channel": "a", "from": 1, "to": 7, "reason": "epoch"}
     assert one.transport.lines() == [{**gap, "cursor": "a:fresh:7"}]
@@ -246,9 +254,12 @@ async def test_a_jump_sends_what_was_dispatched_first_then_the_expired_gap_and_t
     sub = await stream(hub, ["a"])
     e = epoch(hub, "a")
     now = time.time()
-    hub.append(Message("a", e, 1, now, b"1"))  # dispatched, not flushed yet
+    first = Message("a", e, 1, now, b"1")
+    hub.broker.history.append(first)
+    hub.append(first)  # dispatched, not flushed yet
     later = [Message("a", e, n, now, b"%d" % n) for n in (8, 9)]
-    hub.jump("a", e, 9, later)
+    hub.broker.history.reset("a", e, 9, later)
+    hub.jump("a")
 
     got = sub.transport.lines()
     assert [m.get("id") for m in got] == [1, None, 8, 9]
@@ -268,13 +279,13 @@ async def test_drain_answers_polls_tells_streams_to_reconnect_and_all_gone_waits
     await hub.publish([("a", b"1")])
     poll = await waiter(hub, ["a", "b"])
     e, eb = epoch(hub, "a"), epoch(hub, "b")
-    hub.drain()
+    hub.shutdown.drain()
 
     assert orjson.loads(poll.answers[0]) == {"messages": [], "cursor": f"a:{e}:1,b:{eb}:0"}
     assert sub.transport.lines()[-1] == {"type": "reconnect", "cursor": f"a:{e}:1"}
     assert sub.ended and sub.reason == "shutdown"
 
-    gone = asyncio.ensure_future(hub.all_gone())
+    gone = asyncio.ensure_future(hub.shutdown.all_gone())
     await asyncio.sleep(0)  # one turn of the loop: all_gone is now waiting
     assert not gone.done()
     hub.detach(sub)
@@ -285,26 +296,28 @@ async def test_drain_answers_polls_tells_streams_to_reconnect_and_all_gone_waits
 
 
 async def test_all_gone_returns_at_once_when_nothing_is_held(hub):
-    await asyncio.wait_for(hub.all_gone(), 5)
+    await asyncio.wait_for(hub.shutdown.all_gone(), 5)
 
 
 async def test_all_gone_waits_for_a_connection_that_lingers_to_close(hub):
     sub = await stream(hub, ["a"])
     hub.detach(sub)  # out of the fan-out, its close under way
-    hub.linger(sub)
-    gone = asyncio.ensure_future(hub.all_gone())
+    hub.shutdown.linger(sub)
+    gone = asyncio.ensure_future(hub.shutdown.all_gone())
     await asyncio.sleep(0)  # one turn of the loop: all_gone is now waiting
     assert not gone.done()
-    hub.closed(sub)
+    hub.shutdown.closed(sub)
     await asyncio.wait_for(gone, 5)
-    hub.closed(sub)  # twice is harmless
+    hub.shutdown.closed(sub)  # twice is harmless
 
 
 async def test_a_cursor_past_the_pending_flush_gets_nothing_twice(hub):
     """A re-poll landing on a node that has a message (from the shared broker) not yet flushed,
     with a cursor (from another node) already past it: the message goes out first."""
     late = await waiter(hub, ["a"])  # held before the message: must get it
-    hub.append(Message("a", "E1", 1, time.time(), b'"one"'))  # pending: flushed at loop's turn
+    one = Message("a", "E1", 1, time.time(), b'"one"')
+    hub.broker.history.append(one)  # as a shared broker reports one from another node
+    hub.append(one)  # pending: flushed at loop's turn
     ahead = FakeWaiter(await start(hub, ["a"], {"a": Position("E1", 1)}))
     hub.add_waiter(ahead)
     await asyncio.sleep(0)
@@ -318,13 +331,14 @@ async def test_a_message_nobody_is_held_on_is_sent_at_once_and_kept(hub):
     """No flush waits for a channel with no subscriber; the history still has the message for
     a subscriber that comes with a cursor from before it."""
     [(message, audience)] = hub.publish_now([Item("quiet", b'"one"')])
-    ch = hub.channels["quiet"]
-    assert audience == 0 and not hub.flushing and not ch.pending
-    assert (ch.sent_id, ch.sent_position) == (1, message.position)
+    assert audience == 0 and not hub.flushing and "quiet" not in hub.channels
     assert hub.stats.messages_in == 1 and hub.stats.delivered == {}
-    before = {"quiet": Position(ch.born, 0)}
-    events, _ = hub.backlog(await hub.open(["quiet"], before), before, 0)
-    assert events == [message]
+    kept = hub.broker.history["quiet"]
+    before = {"quiet": Position(kept.born, 0)}
+    (ch,) = await hub.open(["quiet"], before)
+    assert (ch.sent_id, ch.sent_position, ch.pending) == (1, message.position, [])
+    events, _ = hub.backlog([ch], before, 0)
+    assert [(e.position, e.body(b"c")) for e in events] == [(message.position, message.body(b"c"))]
 
 
 async def test_publish_now_leaves_the_deliveries_to_the_flush_it_makes_due(hub):
@@ -343,7 +357,7 @@ async def test_a_heartbeat_writes_a_slice_per_loop_turn_once_to_every_stream_sti
     subs = [
         await stream(hub, ["a"], SSE if i % 2 else NDJSON) for i in range(HEARTBEAT_SLICE * 2 + 7)
     ]
-    beating = asyncio.create_task(hub.heartbeat())
+    beating = asyncio.create_task(hub.fanout.heartbeat())
     await asyncio.sleep(0)  # one loop turn: the task wrote its first slice
     assert sum(bool(s.transport.writes) for s in subs) == HEARTBEAT_SLICE
     gone = next(s for s in subs if not s.transport.writes)  # one the heartbeat has yet to reach
@@ -354,3 +368,31 @@ async def test_a_heartbeat_writes_a_slice_per_loop_turn_once_to_every_stream_sti
     assert [s.transport.writes for s in subs] == [
         [s.framing.chunk(s.framing.comment(b""))] for s in subs
     ]
+
+
+async def test_a_channel_on_a_history_the_broker_replaced_goes_on_from_the_new_one(hub):
+    """A shared engine may drop a history and read it again (it stopped following the channel
+    meanwhile): the hub's channel is no longer current, and the next open moves it onto the
+    new history, with a gap for whoever is held on it."""
+    await hub.publish([("a", b"1")])
+    sub = await stream(hub, ["a"])
+    ch = hub.channels["a"]
+    assert hub.current(ch)
+    later = [Message("a", "fresh", n, time.time(), b"%d" % n) for n in (3, 4)]
+    hub.broker.history.load("a", "fresh", 4, later)  # another object for the same channel
+    assert not hub.current(ch)
+    assert hub.open_now(["a"], {}) == [ch] and hub.current(ch)
+    assert ch.history is hub.broker.history["a"] and ch.sent_position == "a:fresh:4"
+    gap, *messages = sub.transport.lines()
+    assert (gap["type"], gap["reason"], gap["from"], gap["to"]) == ("gap", "epoch", 1, 2)
+    assert [(m["id"], m["cursor"]) for m in messages] == [(3, "a:fresh:3"), (4, "a:fresh:4")]
+
+
+async def test_a_message_expired_before_its_flush_still_reaches_those_held(hub):
+    """The fan-out writes the messages it was handed, not the history: an expiry between a
+    publish and its flush loses nothing for subscribers already held."""
+    sub = await stream(hub, ["a"])
+    hub.publish_now([Item("a", b'"one"')])
+    hub.broker.history["a"].expire(1.0, now=time.time() + 10)
+    await asyncio.sleep(0)
+    assert [m["id"] for m in sub.transport.lines()] == [1]

@@ -6,6 +6,7 @@ when an earlier epoch of the channel was dropped since. The hub and the memory b
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from unittest import mock
 
 import pytest
@@ -16,24 +17,26 @@ from pushserver.broker import memory
 from pushserver.broker.memory import MemoryBroker
 from pushserver.core.hub import Hub
 from pushserver.core.messages import Gap
-from pushserver.core.positions import EPOCH_RE, Position, born, epoch_tag, parse_cursor, unstarted
+from pushserver.core.positions import EPOCH_RE, Position, born, epoch_tag, unstarted
 
 
 def make_hub() -> Hub:
-    return Hub(MemoryBroker(300), history_size=10, history_ttl=300, max_buffer_bytes=1000)
+    return Hub(MemoryBroker(10, 300, 3600), max_buffer_bytes=1000)
 
 
 @pytest.fixture
-async def hub() -> Hub:
-    return make_hub()
+async def hub() -> AsyncIterator[Hub]:
+    hub = make_hub()
+    async with hub.broker.running(hub):
+        yield hub
 
 
 async def head(hub: Hub, name: str) -> Position:
     """What `GET /lp/{name}?timeout=0` hands out, the subscription released after it."""
     channels = await hub.open([name], {})
-    _, parts = hub.backlog(channels, {}, 0)
+    _, at = hub.backlog(channels, {}, 0)
     hub.release(channels)
-    return parse_cursor(parts[name])[name]
+    return at.positions()[name]
 
 
 async def start(hub: Hub, name: str, count: int = 1) -> None:
@@ -41,10 +44,10 @@ async def start(hub: Hub, name: str, count: int = 1) -> None:
 
 
 async def drop(hub: Hub, name: str) -> None:
-    """The channel's history expires and the idle sweep drops it: its epoch ends."""
-    hub.channels[name].history.clear()
-    await hub.sweep(idle_after=0)
-    assert name not in hub.channels
+    """The channel's history expires and the engine's idle sweep drops it: its epoch ends."""
+    hub.broker.history[name].clear()
+    await hub.broker.sweep(idle_after=0)  # type: ignore[attr-defined]
+    assert name not in hub.broker.history
 
 
 async def resume(hub: Hub, name: str, position: Position) -> list:
@@ -102,19 +105,20 @@ async def test_a_forgotten_channel_gets_an_unstarted_epoch_it_never_had():
     to one handed out before."""
     with mock.patch.object(memory, "NAMES_KEPT", 1), mock.patch.object(memory, "SLOTS", 1):
         hub = make_hub()
-        first = await head(hub, "news")
-        await start(hub, "news")
-        await drop(hub, "news")
-        second = await head(hub, "news")
-        await start(hub, "other")
-        await drop(hub, "other")  # "news" is forgotten
-        third = await head(hub, "news")
-        assert len({first.epoch, second.epoch, third.epoch}) == 3
-        await start(hub, "news")
-        assert await resume(hub, "news", first) == [("epoch", 1, 0), 1]
-        assert await resume(hub, "news", second) == [("epoch", 1, 0), 1]
-        assert await resume(hub, "news", third) == [1]
-        assert len(hub.broker._ended) == 1  # type: ignore[attr-defined]
+        async with hub.broker.running(hub):
+            first = await head(hub, "news")
+            await start(hub, "news")
+            await drop(hub, "news")
+            second = await head(hub, "news")
+            await start(hub, "other")
+            await drop(hub, "other")  # "news" is forgotten
+            third = await head(hub, "news")
+            assert len({first.epoch, second.epoch, third.epoch}) == 3
+            await start(hub, "news")
+            assert await resume(hub, "news", first) == [("epoch", 1, 0), 1]
+            assert await resume(hub, "news", second) == [("epoch", 1, 0), 1]
+            assert await resume(hub, "news", third) == [1]
+            assert len(hub.broker._ended) == 1  # type: ignore[attr-defined]
 
 
 @settings(max_examples=60, deadline=None)
@@ -125,6 +129,10 @@ def test_an_unstarted_epoch_never_comes_back_after_an_epoch_of_its_channel_ended
 
     async def run() -> None:
         hub = make_hub()
+        async with hub.broker.running(hub):
+            await steps_of(hub)
+
+    async def steps_of(hub: Hub) -> None:
         before: dict[str, set[str]] = {name: set() for name in "abc"}
         now: dict[str, set[str]] = {name: set() for name in "abc"}
         for name, ends in steps:

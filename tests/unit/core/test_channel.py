@@ -1,5 +1,6 @@
-"""Channel.backlog and Channel.expire: what a subscriber joining at a cursor gets first, and how
-history ages out. Pure logic: no hub, no loop."""
+"""Channel.backlog (through the broker's `ChannelHistory.backlog`) and history expiry: what a
+subscriber joining at a cursor gets first, and how history ages out. Pure logic: no hub, no
+loop."""
 
 from __future__ import annotations
 
@@ -7,11 +8,14 @@ import pytest
 
 from pushserver.core.channel import Channel
 from pushserver.core.errors import InvalidInput
+from pushserver.core.history import Histories
 from pushserver.core.messages import Gap, Message
 from pushserver.core.positions import Position, unstarted
 from pushserver.wire.framing import NDJSON, SSE
 
 EPOCH = "e1"
+TTL = 1e10
+"""Long enough that nothing expires unless a test says so."""
 
 
 def channel(
@@ -19,14 +23,18 @@ def channel(
 ) -> Channel[object, object]:
     """A channel that published ids 1..sent+pending (one second apart from `ts`), fanned out
     the first `sent`; its history keeps the last `size`."""
-    ch: Channel[object, object] = Channel("news", EPOCH, size)
+    histories = Histories(size, TTL, unstarted("other"))
+    ch: Channel[object, object] = Channel(histories.load("news", EPOCH, 0))
     for n in range(1, sent + pending + 1):
         message = Message("news", EPOCH, n, ts + n, b"%d" % n)
-        ch.history.append(message)
-        ch.last_id = n
+        histories.append(message)
         if n <= sent:
             ch.mark_sent(message)
     return ch
+
+
+def ids(ch: Channel[object, object]) -> list[int]:
+    return [m.id for m in ch.history.messages(0, ch.history.last_id)]
 
 
 def shape(events: list) -> list:
@@ -78,14 +86,17 @@ def test_other_epoch_is_an_epoch_gap_then_everything_buffered():
 def test_other_epoch_with_nothing_buffered_is_an_empty_gap():
     """A fresh channel: the gap runs from 1 to 0 (`to < from`), nothing was missed but the
     client learns its history is gone."""
-    events = Channel("news", EPOCH, 3).backlog(Position("old", 4), 0)
+    events = channel(sent=0).backlog(Position("old", 4), 0)
     assert shape(events) == [("epoch", 1, 0)]
     assert events[0].position == "news:e1:0"
 
 
 def test_other_epoch_after_a_reset_covers_every_id_up_to_the_new_last():
     ch = channel(sent=5)
-    ch.reset("e2", 7)
+    histories = Histories(3, TTL, unstarted("other"))
+    histories["news"] = ch.history
+    histories.reset("news", "e2", 7, [])
+    ch.follow(ch.history)
     assert shape(ch.backlog(Position(EPOCH, 5), 0)) == [("epoch", 1, 7)]
     assert ch.sent_position == "news:e2:7"
 
@@ -109,15 +120,16 @@ def test_pending_messages_are_left_to_the_next_flush():
 
 def test_expire_drops_only_what_is_older_than_the_ttl():
     ch = channel(sent=5, size=10)  # ts 1001 .. 1005
-    ch.expire(ttl=2.5, now=1005.0)
-    assert [m.id for m in ch.history] == [3, 4, 5]
+    ch.history.expire(ttl=2.5, now=1005.0)
+    assert ids(ch) == [3, 4, 5]
     assert shape(ch.backlog(Position(EPOCH, 1), 0)) == [("expired", 2, 2), 3, 4, 5]
 
 
-def test_expire_keeps_pending_messages_however_old():
+def test_expire_of_everything_leaves_no_buffer():
     ch = channel(sent=2, pending=2, size=10)
-    ch.expire(ttl=1.0, now=5000.0)
-    assert [m.id for m in ch.history] == [3, 4]
+    ch.history.expire(ttl=1.0, now=5000.0)
+    assert ids(ch) == [] and ch.history.buffer is None and ch.history.first == 5
+    assert shape(ch.backlog(Position(EPOCH, 1), 0)) == [("expired", 2, 2)]
 
 
 def test_subscriber_count_adds_every_kind_of_holder():
@@ -134,7 +146,7 @@ def test_an_unstarted_cursor_missed_nothing_only_of_its_generation():
     missed nothing of an epoch that began in that generation (`born`); a cursor from another
     generation (the server restarted, Redis lost its data) gets an epoch gap."""
     ch = channel(sent=1)
-    ch.born = unstarted("g1")
+    ch.history.born = unstarted("g1")
     assert shape(ch.backlog(Position(unstarted("g1"), 0), 0)) == [1]
     assert shape(ch.backlog(Position(unstarted("g0"), 0), 0)) == [("epoch", 1, 0), 1]
     assert shape(channel(sent=1).backlog(Position(unstarted("g1"), 0), 0)) == [("epoch", 1, 0), 1]
