@@ -161,6 +161,19 @@ class Receiver:
         return self.coding.heartbeat_block
 
 
+class LoneReceiver(Receiver):
+    """A connection that gets every frame on its own: a permessage-deflate client that asked
+    for `server_no_context_takeover` (its window is emptied after each message)."""
+
+    __slots__ = ()
+
+    def take(self, frame: Deflated) -> bytes:
+        return frame.forms.get(-1) or frame.after(-1)
+
+    def own(self, data: bytes) -> bytes:
+        return self.coding.wrap(deflate(data))
+
+
 class GzipStream(Receiver):
     """A held response with `Content-Encoding: gzip`: `GZIP_HEADER` first, then each frame's
     deflate blocks, and, when the server ends the stream, `end()`: the trailer needs the CRC-32
