@@ -199,6 +199,13 @@ class GzipStream(Receiver):
         self.size += len(heartbeat)
         return Receiver.beat(self)
 
+    def start(self, data: bytes) -> bytes:
+        """`GZIP_HEADER` and the stream's first bytes (`data`), in one piece: a proxy that
+        passes a response's first chunk and holds the rest back still passes a start the client
+        decodes, and a decoder reading the header first is not kept waiting."""
+        wrap = self.coding.wrap
+        return self.take(Deflated(data, None, Coding(lambda block: wrap(GZIP_HEADER + block))))
+
     def end(self) -> bytes:
         """The final block and the trailer: after them the body is one complete gzip member."""
         return FINAL_BLOCK + struct.pack("<II", self.crc, self.size & 0xFFFFFFFF)

@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ...wire.compression import GZIP_HEADER, GzipStream
+from ...wire.compression import GzipStream
 from ...wire.framing import Framing
 from ..http.coding import GZIP, VARY, accepts
 from ..http.parser import RequestHead
@@ -109,10 +109,8 @@ class HeldKind:
             transport = handed[0]  # what the client sends after this request is not read
             coder = None if coding is None else GzipStream(coding)
             sub, events = begin(start, HeldStream, transport, framing, state, coder)
-            opening = sub.wire([framing.comment(b" " * pad) + framing.start(start.at.encode())])
-            if coder is not None:  # the gzip header as soon as the head: nothing waits for it
-                opening = framing.chunk(GZIP_HEADER) + opening
-            transport.write(opening)
+            opening = framing.comment(b" " * pad) + framing.start(start.at.encode())
+            transport.write(sub.wire([opening]) if coder is None else coder.start(opening))
             take_over(transport, sub_req, sub, events)
         finally:
             sub_req.release()
