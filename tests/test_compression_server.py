@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import socket
 import urllib.request
 import zlib
 from collections.abc import Callable, Iterator
@@ -23,6 +24,8 @@ from websockets.extensions.permessage_deflate import ClientPerMessageDeflateFact
 from websockets.sync.client import connect
 
 from pushserver.launcher import ServerProcess
+from pushserver.wire.compression import GZIP_HEADER, SYNC_TAIL, deflate
+from pushserver.wire.framing import NDJSON, SSE
 
 from . import test_browser_js
 from .lockstep import wait_for
@@ -291,3 +294,46 @@ def test_websocket_negotiates_permessage_deflate_and_reads_compressed_messages(s
     small = ClientPerMessageDeflateFactory(server_max_window_bits=9)
     assert ws_messages(server, small) == ""  # a window below 10 bits is declined
     assert ws_messages(server, None) == ""
+
+
+def read_chunk(sock_file) -> bytes:
+    size = int(sock_file.readline().strip(), 16)
+    data = sock_file.read(size + 2)[:-2]
+    return data
+
+
+@pytest.mark.parametrize(("kind", "framing"), [("sse", SSE), ("stream", NDJSON)])
+def test_the_server_sends_the_schemes_bytes_each_message_alone_then_chained(
+    shared_server, kind, framing
+):
+    """What the compressed conformance transcripts are built from (`tests.compressed`, the
+    scheme of `pushserver.wire.compression`) is what the server sends: the gzip header with the
+    stream's start in one chunk, then each message in a chunk of its own, a sync-flushed deflate
+    block: the first on its own (the stream's start is the connection's own frame), the next
+    chained to the one before."""
+    channel = f"scheme-{kind}"
+    with socket.create_connection(("127.0.0.1", shared_server.port), timeout=10) as sock:
+        sock.sendall(
+            f"GET /{kind}/{channel} HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n".encode()
+        )
+        reader = sock.makefile("rb")
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += reader.readline()
+        assert b"\r\nContent-Encoding: gzip\r\n" in head
+        opening = read_chunk(reader)
+        assert opening.startswith(GZIP_HEADER) and opening.endswith(SYNC_TAIL)
+        inflate = zlib.decompressobj(31)
+        start = inflate.decompress(opening)
+        assert start == framing.comment(b"") + framing.start(
+            json.loads(raw_get(shared_server, f"/lp/{channel}?timeout=0", {})[2])["cursor"].encode()
+        )
+        frames: list[bytes] = []
+        for n in range(3):
+            publish(shared_server, channel, n)
+            block = read_chunk(reader)
+            assert block.endswith(SYNC_TAIL)
+            frames.append(inflate.decompress(block))
+            assert frames[-1].count(b'"volume"') == 1  # decoded whole, at once
+            expected = deflate(frames[-1], frames[-2] if n else b"")
+            assert block == expected, n

@@ -175,3 +175,13 @@ def test_an_answer_builds_each_wrapped_form_once():
     forms = [answer.wrapped(w) for w in (plain, gzip, plain, gzip, gzip)]
     assert forms == [b"Px", b"Gx", b"Px", b"Gx", b"Gx"]
     assert calls == ["plain", "gzip"]
+
+
+async def test_a_multi_channel_stream_gets_its_own_frames_deflated_for_it(hub):
+    sub = await gzip_stream(hub, ["a", "b"])
+    await hub.publish([("a", b'{"n":1}'), ("b", b'{"n":2}')])
+    await hub.publish([("b", b'{"n":3}')])
+    lines = [orjson.loads(line) for line in b"".join(decoded(sub)).splitlines() if line]
+    assert [(m["channel"], m["data"]["n"]) for m in lines] == [("a", 1), ("b", 2), ("b", 3)]
+    e, eb = epoch(hub, "a"), epoch(hub, "b")
+    assert lines[-1]["cursor"] == f"a:{e}:1,b:{eb}:2"
