@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import csv
+import json
 import signal
 import subprocess
 import sys
@@ -120,13 +120,13 @@ def test_smoke_run_counts_every_delivery(
     ) in done.stdout
     assert done.stdout.splitlines()[-1] == f"verdict: {end['verdict']}"  # the last thing shown
     # Locust hears of each message once per report, its length the deliveries it stands for
-    rows = list(csv.DictReader((tmp_path / "locust_stats.csv").open()))
-    deliver = next(row for row in rows if row["Type"] == "DELIVER")
-    assert deliver["Name"] == transport
+    entries = json.loads((tmp_path / "locust_stats.json").read_text())
+    deliver = next(entry for entry in entries if entry["method"] == "DELIVER")
+    assert deliver["name"] == transport
     delivered = sum(step["delivered"] for step in steps)
-    events = int(deliver["Request Count"])
+    events = deliver["num_requests"]
     assert sum(step["publisher"]["rounds"] for step in steps) <= events <= delivered
-    assert events * float(deliver["Average Content Size"]) == pytest.approx(delivered)
+    assert deliver["total_content_length"] == delivered
 
 
 def test_ceiling_stops_the_run_after_the_first_step(
