@@ -64,6 +64,8 @@ MAPPING: list[tuple[str, str, str]] = [
 
 SKIPPED = {
     "./scripts/test.sh": "runs the whole suite, this test included",
+    './scripts/test.sh -m "not slow"': "runs the suite but for the slow files",
+    "./scripts/test.sh tests/unit": "runs the unit tests, which the suite runs anyway",
 }
 
 
