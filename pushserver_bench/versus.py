@@ -139,6 +139,14 @@ async def unreachable(target: Target) -> str:
     return ""
 
 
+async def reachable(target: Target, table: Table) -> bool:
+    """Whether `target` can be measured; when not, `table` says why."""
+    problem = await unreachable(target)
+    if problem:
+        table.errors.append(problem)
+    return not problem
+
+
 def sources(target: Target, n: int) -> list[str]:
     """A loopback source address per client process (the kernel's default off loopback), each
     step taking the next ones in turn (127.0.0.2 to .251), so a step's connections do not meet

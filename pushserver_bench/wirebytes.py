@@ -28,7 +28,7 @@ from .client import BenchError, get_request, ticker_data
 from .context import Bench, channel
 from .table import Table
 from .targets import Target
-from .versus import unreachable
+from .versus import reachable
 
 MESSAGES = 200
 BACKLOG = 20
@@ -180,9 +180,7 @@ async def run(bench: Bench) -> list[Table]:
     with bench.server() as url:
         target = Target.of(bench.target, url, bench.pub_url, bench.sub_url)
         table = Table(11, f"bytes on the wire per delivered message: {target.kind}", COLUMNS)
-        problem = await unreachable(target)
-        if problem:
-            table.errors.append(problem)
+        if not await reachable(target, table):
             return [table]
         table.notes += [
             f"{MESSAGES} stock quotes of about 100 bytes of JSON, each published once the last "
