@@ -9,11 +9,13 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import Iterable, Iterator
+from urllib.parse import quote
 
 import pytest
 
 from pushserver.core.tokens import mint
 from pushserver.web import publishing
+from pushserver.web.http.parser import HeadParser
 from pushserver.web.state import ServerState
 
 from .inprocess import in_process, publish, until
@@ -47,12 +49,19 @@ def held(state: ServerState) -> int:
     return state.admission.connections["longpoll"]
 
 
-async def answered_once(state: ServerState, port: int, channel: str) -> tuple[Conn, object, dict]:
+def sent(cursor: str, encoded: bool) -> str:
+    """A cursor as a client puts it in its query: as it is, or as `encodeURIComponent` does."""
+    return quote(cursor, safe="!'()*") if encoded else cursor
+
+
+async def answered_once(
+    state: ServerState, port: int, channel: str, encoded: bool = False
+) -> tuple[Conn, object, dict]:
     """A connection whose poll of `channel` (published to once) was held and then answered
     with message 1: the connection, the poll that was held, the answer."""
     await publish(port, channel, "start")
     conn = await connect(port)
-    cursor = await head_cursor(conn, channel)
+    cursor = sent(await head_cursor(conn, channel), encoded)
     task = asyncio.create_task(poll(conn, f"/lp/{channel}?timeout=20&cursor={cursor}"))
     await until(lambda: len(waiters(state, channel)) == 1, "the poll held")
     (waiter,) = waiters(state, channel)
@@ -103,11 +112,36 @@ def broker(request: pytest.FixtureRequest) -> dict[str, object]:
     return {"redis": request.getfixturevalue("redis_server").url}
 
 
-async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll(broker: dict) -> None:
+@contextlib.contextmanager
+def polls_parsed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
+    """The long-poll heads the server parses meanwhile (a re-poll it matched by its bytes is
+    not parsed)."""
+    parsed: list[bytes] = []
+    parse = HeadParser.parse
+
+    def counted(self: HeadParser, raw: bytes) -> object:
+        if raw.startswith(b"GET /lp/"):
+            parsed.append(raw)
+        return parse(self, raw)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(HeadParser, "parse", counted)
+        yield parsed
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["plain", "percent-encoded"])
+async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll(
+    broker: dict, encoded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its cursor as it is or percent-encoded (browsers, the JS and Java clients): matched by
+    its bytes either way, not parsed."""
     async with in_process(**broker) as (state, _, port):
-        conn, waiter, answer = await answered_once(state, port, "kept")
-        again = asyncio.create_task(poll(conn, f"/lp/kept?timeout=20&cursor={answer['cursor']}"))
-        await until(lambda: len(waiters(state, "kept")) == 1, "the re-poll held")
+        conn, waiter, answer = await answered_once(state, port, "kept", encoded)
+        cursor = sent(answer["cursor"], encoded)
+        with polls_parsed(monkeypatch) as parsed:
+            again = asyncio.create_task(poll(conn, f"/lp/kept?timeout=20&cursor={cursor}"))
+            await until(lambda: len(waiters(state, "kept")) == 1, "the re-poll held")
+        assert parsed == []
         assert waiters(state, "kept") == {waiter}  # held again as it was
         assert held(state) == 1
         await publish(port, "kept", 2)
@@ -117,16 +151,21 @@ async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll(broker: dic
         conn[1].close()
 
 
-async def test_a_repoll_behind_the_head_gets_what_was_published_meanwhile(broker: dict) -> None:
+@pytest.mark.parametrize("encoded", [False, True], ids=["plain", "percent-encoded"])
+async def test_a_repoll_behind_the_head_gets_what_was_published_meanwhile(
+    broker: dict, encoded: bool
+) -> None:
     async with in_process(**broker) as (state, _, port):
-        conn, waiter, answer = await answered_once(state, port, "behind")
+        conn, waiter, answer = await answered_once(state, port, "behind", encoded)
         await publish(port, "behind", 2)  # while the connection is between polls
         await publish(port, "behind", 3)
         ch = state.hub.channels["behind"]
         await until(lambda: ch.sent_id == 4, "both fanned out (ids 3 and 4; 1 and 2 before)")
-        status, answer = await poll(conn, f"/lp/behind?timeout=20&cursor={answer['cursor']}")
+        cursor = sent(answer["cursor"], encoded)
+        status, answer = await poll(conn, f"/lp/behind?timeout=20&cursor={cursor}")
         assert (status, [m["data"] for m in answer["messages"]]) == (200, [2, 3])
-        task = asyncio.create_task(poll(conn, f"/lp/behind?timeout=20&cursor={answer['cursor']}"))
+        cursor = sent(answer["cursor"], encoded)
+        task = asyncio.create_task(poll(conn, f"/lp/behind?timeout=20&cursor={cursor}"))
         await until(lambda: len(waiters(state, "behind")) == 1, "the next poll held")
         assert waiters(state, "behind") == {waiter}  # answered, then held again, as it was
         await publish(port, "behind", 4)
