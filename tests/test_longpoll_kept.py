@@ -15,6 +15,7 @@ import pytest
 
 from pushserver.core.tokens import mint
 from pushserver.web import publishing
+from pushserver.web.front.repoll import Repeat
 from pushserver.web.http.parser import HeadParser
 from pushserver.web.state import ServerState
 
@@ -148,6 +149,37 @@ async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll(
         status, answer = await again
         assert (status, [m["data"] for m in answer["messages"]]) == (200, [2])
         assert answer["cursor"].endswith(":3")
+        conn[1].close()
+
+
+async def test_encoded_repolls_after_a_first_poll_with_no_cursor_are_matched_by_their_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The JS client's way: a first poll with an empty cursor shows nothing of how the client
+    escapes one; its first re-poll does (read from the head remembered, not parsed), and the
+    re-polls after it are matched whole with the cursor their kept poll awaits."""
+    read: list[bytes] = []
+    value = Repeat.value
+
+    def counted(self: Repeat, raw: bytes) -> str | None:
+        read.append(raw)
+        return value(self, raw)
+
+    monkeypatch.setattr(Repeat, "value", counted)
+    async with in_process() as (state, _, port):
+        await publish(port, "first", "start")
+        conn = await connect(port)
+        cursor = ""
+        for n in range(4):
+            read.clear()
+            with polls_parsed(monkeypatch) as parsed:
+                task = asyncio.create_task(poll(conn, f"/lp/first?timeout=20&cursor={cursor}"))
+                await until(lambda: len(waiters(state, "first")) == 1, "the poll held")
+            assert (len(parsed), len(read)) == [(1, 0), (0, 1), (0, 0), (0, 0)][n]
+            await publish(port, "first", n)
+            status, answer = await task
+            assert (status, [m["data"] for m in answer["messages"]]) == (200, [n])
+            cursor = sent(answer["cursor"], True)
         conn[1].close()
 
 

@@ -171,15 +171,30 @@ class Repeats:
                 return None
             escapes = learned
             room = self.max_line - (len(head.target) - (end - start))
-        prefix, suffix = raw[:start], raw[end:]
-        key = prefix, suffix, "".join(sorted(escapes.values()))
+        return self._shared(kind(raw[:start], raw[end:], parsed, room, escapes))
+
+    def respelled(self, repeat: Repeat, raw: bytes, value: str) -> Repeat:
+        """`repeat`, or its twin with the escapes `raw` (that head, with `value`) is sent with
+        when they are others: a client's first poll, its cursor empty, does not show how it
+        escapes the cursors that follow."""
+        sent = raw[len(repeat.prefix) : len(raw) - len(repeat.suffix)].decode()
+        escapes = _escapes(sent, value)
+        if escapes is None or escapes == repeat.escapes:
+            return repeat
+        return self._shared(
+            Repeat(repeat.prefix, repeat.suffix, repeat.parsed, repeat.room, escapes)
+        )
+
+    def _shared(self, repeat: Repeat) -> Repeat:
+        """The table's repeat of the same bytes and escapes as `repeat`, `repeat` if none."""
+        key = repeat.prefix, repeat.suffix, "".join(sorted(repeat.escapes.values()))
         table = self.table
-        repeat = table.get(key)
-        if repeat is None:
+        found = table.get(key)
+        if found is None:
             if len(table) >= MAX_REPEATS:
                 table.clear()
-            repeat = table[key] = kind(prefix, suffix, parsed, room, escapes)
-        return repeat
+            found = table[key] = repeat
+        return found
 
 
 def _escapes(sent: str, value: str) -> Escapes | None:
@@ -265,5 +280,7 @@ class Repolls(Base):
         value = repeat.value(raw)
         if value is None:
             return False
+        if len(raw) - len(repeat.prefix) - len(repeat.suffix) != len(value):  # sent escaped
+            repeat = self.repeat = self.front.repeats.respelled(repeat, raw, value)
         self._start(rest, repeat.parsed.head, repeat.parsed.again, value)
         return True

@@ -184,3 +184,24 @@ def test_plain_and_encoded_heads_of_one_channel_are_two_repeats():
     assert plain.holds(head("/lp/news?cursor=news:e1:6")[0], "news:e1:6")
     assert encoded.holds(head("/lp/news?cursor=news%3Ae1%3A6")[0], "news:e1:6")
     assert repeats.find(raw, parsed, "cursor", Parsed(parsed)) is encoded
+
+
+def test_a_head_learned_from_an_empty_cursor_is_respelled_by_the_first_escaped_one():
+    repeats = Repeats(MAX_LINE)
+    raw, parsed = head("/lp/news?timeout=30&cursor=")
+    plain = repeats.find(raw, parsed, "cursor", Parsed(parsed))
+    assert plain is not None and plain.escapes == {}
+    assert (
+        repeats.respelled(plain, head("/lp/news?timeout=30&cursor=news:e1:4")[0], "news:e1:4")
+        is plain
+    )
+    sent = head("/lp/news?timeout=30&cursor=news%3Ae1%3A4")[0]
+    value = plain.value(sent)
+    assert value == "news:e1:4"
+    encoded = repeats.respelled(plain, sent, value)
+    assert encoded is not plain and encoded.parsed is plain.parsed
+    assert encoded.holds(head("/lp/news?timeout=30&cursor=news%3Ae1%3A5")[0], "news:e1:5")
+    assert repeats.respelled(plain, sent, value) is encoded  # shared, as `find` shares them
+    assert repeats.respelled(encoded, sent, value) is encoded
+    mixed = head("/lp/news?timeout=30&cursor=news%3Ae1:4")[0]
+    assert repeats.respelled(plain, mixed, "news:e1:4") is plain  # no one way to escape it
