@@ -50,6 +50,12 @@ def held(state: ServerState) -> int:
     return state.admission.connections["longpoll"]
 
 
+def resting(state: ServerState, conn: Conn) -> bool:
+    """Whether `conn` rests in the door, kept alive between requests (`admission.HeadGuard`)."""
+    port = conn[1].get_extra_info("sockname")[1]
+    return any(p.transport.get_extra_info("peername")[1] == port for p in state.heads.resting)
+
+
 def sent(cursor: str, encoded: bool) -> str:
     """A cursor as a client puts it in its query: as it is, or as `encodeURIComponent` does."""
     return quote(cursor, safe="!'()*") if encoded else cursor
@@ -70,7 +76,8 @@ async def answered_once(
     await publish(port, channel, 1)
     status, answer = await task
     assert (status, [m["data"] for m in answer["messages"]]) == (200, [1])
-    await until(lambda: held(state) == 0, "the answered poll done with")
+    # Answered, it awaits its re-poll: still counted as held, not resting in the door.
+    assert held(state) == 1 and not resting(state, conn)
     return conn, waiter, answer
 
 
@@ -221,7 +228,7 @@ async def test_kept_polls_behind_the_head_answer_as_new_polls_would():
             await until(lambda: held(state) == 4, "four polls held")
             await publish(port, "gap", 1)
             cursor = {(await t)[1]["cursor"] for t in tasks}.pop()
-            await until(lambda: held(state) == 0, "the answered polls done with")
+            assert held(state) == 4  # answered, awaiting their re-polls
             fresh = await connect(port)
 
             async def same_as_fresh(i: int, cursor: str) -> dict:
@@ -261,7 +268,7 @@ async def test_every_poll_gives_its_channels_back_once_however_its_connection_go
             await until(lambda: held(state) == 4, "four polls held")
             await publish(port, "books", 1)
             cursors = [(await t)[1]["cursor"] for t in tasks]
-            await until(lambda: held(state) == 0, "the answered polls done with")
+            assert held(state) == 4  # answered, awaiting their re-polls
             # 0: re-polls at the head (kept and held again), answered by a publish.
             # 1: another request on the connection first, then a re-poll.
             # 2: a re-poll with the cursor of the poll before (behind the head).
@@ -273,7 +280,8 @@ async def test_every_poll_gives_its_channels_back_once_however_its_connection_go
             status, answer = await poll(conns[2], f"/lp/books?timeout=20&cursor={cursor}")
             assert [m["data"] for m in answer["messages"]] == [1]
             conns[3][1].close()
-            await until(lambda: held(state) == 2, "two re-polls held")
+            await until(lambda: len(waiters(state, "books")) == 2, "two re-polls held")
+            await until(lambda: held(state) == 3, "3 gone; 2 answered, awaiting its re-poll")
             await publish(port, "books", 2)
             for task in (again, late):
                 status, answer = await task
@@ -281,14 +289,16 @@ async def test_every_poll_gives_its_channels_back_once_however_its_connection_go
             for _, writer in conns[:3]:
                 writer.close()
             await until(lambda: not +books and not -books, "every open channel given back")
-            assert held(state) == 0
+            await until(lambda: held(state) == 0, "every slot given back")
 
 
-async def test_kept_polls_held_again_count_against_the_connection_limit():
-    """Against --max-connections 5: while five kept polls are held, five new connections'
-    polls are refused; while those five are held, the kept polls re-polling are all refused;
-    then all ten re-poll at once and exactly five are held. Every refused poll gives its
-    channel back. (Publishes go to the hub: a publisher's connection would count too.)"""
+async def test_kept_polls_keep_their_slots_against_the_connection_limit():
+    """Against --max-connections 5: five held polls fill it and new connections' polls are
+    refused; answered, the five keep their slots while they await their re-polls (the others
+    still refused), and their re-polls are held again without counting twice; two of them
+    closing give two slots back, which two of the others take while three are refused. Every
+    refused poll gives its channel back. (Publishes go to the hub: a publisher's connection
+    would count too.)"""
     async with in_process(max_connections=5) as (state, _, port):
 
         async def put(data: int) -> None:
@@ -322,31 +332,31 @@ async def test_kept_polls_held_again_count_against_the_connection_limit():
             answers = [await t for t in held_kept]
             assert [(s, [m["data"] for m in a["messages"]]) for s, a in answers] == [(200, [1])] * 5
             head = answers[0][1]["cursor"]
-            await until(lambda: held(state) == 0, "the answered polls done with")
-            held_others = polls(others, head)
-            await until(lambda: held(state) == 5, "five other polls held")
-            await refused(kept, head)
+            assert held(state) == 5  # answered, awaiting their re-polls
+            await refused(others, head)
+            held_kept = polls(kept, head)
+            await until(lambda: len(waiters(state, "cap")) == 5, "the re-polls held again")
+            assert held(state) == 5
+            for task, (_, writer) in zip(held_kept[:2], kept[:2], strict=True):
+                task.cancel()
+                writer.close()
+            await until(lambda: held(state) == 3, "two slots given back")
+            tasks = polls(others, head)
+            await until(lambda: len(waiters(state, "cap")) == 5, "two others held")
+            await until(lambda: sum(t.done() for t in tasks) == 3, "the others refused")
             await put(2)
-            assert [(await t)[0] for t in held_others] == [200] * 5  # now kept by `others`
-            head = (await held_others[0])[1]["cursor"]
-            await until(lambda: held(state) == 0, "the answered polls done with")
-            group = kept + others
-            tasks = polls(group, head)
-            await until(lambda: held(state) == 5, "the winners held")
-            await until(lambda: sum(t.done() for t in tasks) == 5, "the others refused")
-            await put(3)
-            answers = [await t for t in tasks]
+            answers = [await t for t in [*held_kept[2:], *tasks]]
             statuses = collections.Counter(status for status, _ in answers)
-            assert statuses == {200: 5, 503: 5}, answers
+            assert statuses == {200: 5, 503: 3}, answers
             for status, answer in answers:
                 if status == 200:
-                    assert [m["data"] for m in answer["messages"]] == [3]
+                    assert [m["data"] for m in answer["messages"]] == [2]
                 else:
                     assert answer["error"] == "over_capacity"
-            for _, writer in group:
+            for _, writer in kept[2:] + others:
                 writer.close()
             await until(lambda: not +books and not -books, "every open channel given back")
-            assert held(state) == 0
+            await until(lambda: held(state) == 0, "every slot given back")
 
 
 async def test_a_channel_nobody_published_to_is_not_kept_after_its_poll_times_out():

@@ -119,10 +119,7 @@ class Poll(Waiter):
         """From the front end, after the answer: the connection goes on to its next request."""
         conn = self.conn
         self._leave()
-        if self.reusable():
-            conn.keep(self)  # for the client's next poll, which the channel most likely awaits
-        else:
-            self.let_go()
+        self.release()
         conn.finish(self.keeps_alive())
 
     def _leave(self) -> None:
@@ -131,7 +128,7 @@ class Poll(Waiter):
         state.hub.remove_waiter(self)
         state.admission.leave(NAME, self.remote)
 
-    def let_go(self) -> None:
+    def release(self) -> None:
         """Give back its channels (the end of a poll not held again)."""
         self.conn.state.hub.release(self.channels)
 
@@ -146,13 +143,7 @@ class Poll(Waiter):
         if not self.replied:
             self.replied = True
             self._leave()
-            self.let_go()
-
-    def reusable(self) -> bool:
-        """Whether the connection may keep this answered poll for its next one: a plain poll
-        of one channel that has had a message (so keeping it holds no state that would
-        otherwise go)."""
-        return False
+            self.release()
 
 
 class HeadedPoll(Poll):
@@ -188,21 +179,38 @@ class HeadedPoll(Poll):
 
 
 class PlainPoll(Poll):
-    """A plain HTTP/1.1 keep-alive poll, answered with bytes the fan-out prebuilt."""
+    """A plain HTTP/1.1 keep-alive poll, answered with bytes the fan-out prebuilt.
+
+    Answered, a poll of one channel that has had a message stays with its connection, awaiting
+    the client's next poll (`Exchange.keep`): still counted as a held long-poll (its slot kept,
+    not counted out and back in), its connection not resting in the door (not closed to make
+    room as an idle keep-alive would be), its channel still open. Its re-poll holds it again
+    (`reuse`); anything else lets it go (`let_go`): slot and channel given back, once."""
 
     __slots__ = ()
     wrap = staticmethod(json_answer)
 
-    def reusable(self) -> bool:
+    def done(self) -> None:
+        conn = self.conn
         ch = self.single
-        return ch is not None and not ch.unstarted
+        if ch is None or ch.unstarted:  # nothing kept: no state held that would otherwise go
+            super().done()
+            return
+        conn.state.hub.remove_waiter(self)  # answered by its hold time: still registered
+        conn.keep(self)  # for the client's next poll, which the channel most likely awaits
+        conn.finish(True)
+
+    def let_go(self) -> None:
+        """Not held again: its slot and its channels given back."""
+        self.conn.state.admission.leave(NAME, self.remote)
+        self.release()
 
     def reuse(self, request: PollRequest, cursor: str) -> bool:
         """Serve `request`'s head with `cursor` with this kept poll: hold it again when the
         cursor is where its channel is (nothing to answer with, so nothing to look up), or
         answer at once with what the channel has had since (the same answer for every client
-        at that cursor, built once) and keep it again. Else give back its channels and return
-        False: the request is then served as a new poll."""
+        at that cursor, built once) and keep it again. Else let it go and return False: the
+        request is then served as a new poll."""
         ch = self.single
         conn = self.conn
         state = conn.state
@@ -217,26 +225,23 @@ class PlainPoll(Poll):
         ):
             self.let_go()
             return False
-        at_head = cursor == ch.sent_position
-        try:
-            body = None if at_head else request.missed.body(self, cursor)
-            if body is None and not at_head:
-                self.let_go()
-                return False
-            # Counted as a new poll would be (refused when full), though an answer at once
-            # gives its slot back at once.
+        if cursor == ch.sent_position:
             if state.draining:
+                self.let_go()
                 raise draining()
-            state.admission.admit(NAME, self.remote)
-        except PushError:
-            self.let_go()
-            raise
-        if at_head:
             self.replied = False
             self.hold(request.timeout if subscribe.expires is None else request.hold_time())
             return True
-        assert body is not None
-        state.admission.leave(NAME, self.remote)
+        try:
+            body = request.missed.body(self, cursor)
+            if state.draining:
+                raise draining()
+        except PushError:
+            self.let_go()
+            raise
+        if body is None:
+            self.let_go()
+            return False
         conn.send(json_answer(body))
         conn.keep(self)
         conn.finish(True)
