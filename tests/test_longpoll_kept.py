@@ -213,6 +213,25 @@ async def test_a_repoll_behind_the_head_gets_what_was_published_meanwhile(
         conn[1].close()
 
 
+async def test_a_kept_poll_one_message_behind_answers_as_a_new_poll_would(broker: dict) -> None:
+    """The one-to-one client's re-poll, read after the publish it raced with: byte for byte
+    what a connection with nothing kept gets, message after message."""
+    async with in_process(**broker) as (state, _, port):
+        conn, _, answer = await answered_once(state, port, "one")
+        fresh = await connect(port)
+        ch = state.hub.channels["one"]
+        for n in range(2, 5):
+            await publish(port, "one", n)
+            await until(lambda id_=n + 1: ch.sent_id == id_, "fanned out (to no one held)")
+            target = f"/lp/one?timeout=20&cursor={answer['cursor']}"
+            status, answer = await poll(conn, target)
+            assert (status, answer) == await poll(fresh, target)
+            assert [m["data"] for m in answer["messages"]] == [n]
+            assert answer["cursor"] == ch.sent_position
+        for _, writer in (conn, fresh):
+            writer.close()
+
+
 async def test_kept_polls_behind_the_head_answer_as_new_polls_would():
     """Behind by messages still buffered, within `?limit` (the rest waiting), by more than the
     history holds (a gap first), and past the head (refused): byte for byte what a connection
