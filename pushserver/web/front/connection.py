@@ -297,7 +297,8 @@ class Connection(Repolls, Bodies):
         io = self.io
         io.wait(self.front.timeout)
         if not self.buffer:  # the usual end of a long-poll: nothing sent yet
-            io.waiting(False)
+            if self.kept is None:  # a kept poll awaits its re-poll, held: not resting
+                io.waiting(False)
         elif not self._serve_kept(self.buffer):  # a re-poll sent early, or anything else
             self._next()
 

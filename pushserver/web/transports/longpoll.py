@@ -16,7 +16,8 @@ from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING
 
 from ...core.errors import InvalidInput, PushError, draining
-from ...core.subscription import Bound, Start, Waiter
+from ...core.positions import cursor_part
+from ...core.subscription import Bound, LocalChannel, Start, Waiter
 from ...wire.compression import GZIP_MIN_BYTES, gzip_body
 from ...wire.framing import longpoll_body
 from ..http import answer
@@ -162,10 +163,7 @@ class Poll(Waiter):
         """From the front end, after the answer: the connection goes on to its next request."""
         conn = self.conn
         self._leave()
-        if self.reusable():
-            conn.keep(self)  # for the client's next poll, which the channel most likely awaits
-        else:
-            self.let_go()
+        self.release()
         conn.finish(self.keeps_alive())
 
     def _leave(self) -> None:
@@ -174,7 +172,7 @@ class Poll(Waiter):
         state.hub.remove_waiter(self)
         state.admission.leave(NAME, self.remote)
 
-    def let_go(self) -> None:
+    def release(self) -> None:
         """Give back its channels (the end of a poll not held again)."""
         self.conn.state.hub.release(self.channels)
 
@@ -189,13 +187,7 @@ class Poll(Waiter):
         if not self.replied:
             self.replied = True
             self._leave()
-            self.let_go()
-
-    def reusable(self) -> bool:
-        """Whether the connection may keep this answered poll for its next one: a plain poll
-        of one channel that has had a message (so keeping it holds no state that would
-        otherwise go)."""
-        return False
+            self.release()
 
 
 class HeadedPoll(Poll):
@@ -234,21 +226,38 @@ class HeadedPoll(Poll):
 
 
 class PlainPoll(Poll):
-    """A plain HTTP/1.1 keep-alive poll, answered with bytes the fan-out prebuilt."""
+    """A plain HTTP/1.1 keep-alive poll, answered with bytes the fan-out prebuilt.
+
+    Answered, a poll of one channel that has had a message stays with its connection, awaiting
+    the client's next poll (`Exchange.keep`): still counted as a held long-poll (its slot kept,
+    not counted out and back in), its connection not resting in the door (not closed to make
+    room as an idle keep-alive would be), its channel still open. Its re-poll holds it again
+    (`reuse`); anything else lets it go (`let_go`): slot and channel given back, once."""
 
     __slots__ = ()
     wrap = staticmethod(json_answer)
 
-    def reusable(self) -> bool:
+    def done(self) -> None:
+        conn = self.conn
         ch = self.single
-        return ch is not None and not ch.unstarted
+        if ch is None or ch.unstarted:  # nothing kept: no state held that would otherwise go
+            super().done()
+            return
+        conn.state.hub.remove_waiter(self)  # answered by its hold time: still registered
+        conn.keep(self)  # for the client's next poll, which the channel most likely awaits
+        conn.finish(True)
+
+    def let_go(self) -> None:
+        """Not held again: its slot and its channels given back."""
+        self.conn.state.admission.leave(NAME, self.remote)
+        self.release()
 
     def reuse(self, request: PollRequest, cursor: str) -> bool:
         """Serve `request`'s head with `cursor` with this kept poll: hold it again when the
         cursor is where its channel is (nothing to answer with, so nothing to look up), or
         answer at once with what the channel has had since (the same answer for every client
-        at that cursor, built once) and keep it again. Else give back its channels and return
-        False: the request is then served as a new poll."""
+        at that cursor, built once) and keep it again. Else let it go and return False: the
+        request is then served as a new poll."""
         ch = self.single
         conn = self.conn
         state = conn.state
@@ -263,26 +272,23 @@ class PlainPoll(Poll):
         ):
             self.let_go()
             return False
-        at_head = cursor == ch.sent_position
-        try:
-            body = None if at_head else request.missed.body(self, cursor)
-            if body is None and not at_head:
-                self.let_go()
-                return False
-            # Counted as a new poll would be (refused when full), though an answer at once
-            # gives its slot back at once.
+        if cursor == ch.sent_position:
             if state.draining:
+                self.let_go()
                 raise draining()
-            state.admission.admit(NAME, self.remote)
-        except PushError:
-            self.let_go()
-            raise
-        if at_head:
             self.replied = False
             self.hold(request.timeout if subscribe.expires is None else request.hold_time())
             return True
-        assert body is not None
-        state.admission.leave(NAME, self.remote)
+        try:
+            body = request.missed.body(self, cursor)
+            if state.draining:
+                raise draining()
+        except PushError:
+            self.let_go()
+            raise
+        if body is None:
+            self.let_go()
+            return False
         conn.send(self.wrap(body))
         conn.keep(self)
         conn.finish(True)
@@ -345,6 +351,9 @@ class Missed:
         None when the channel has nothing for it; raises InvalidInput for a bad cursor."""
         ch = poll.single
         assert ch is not None
+        last = _one_behind(ch, cursor)
+        if last is not None:
+            return last
         key = (ch.name, ch.epoch, ch.sent_id, ch.history.first, cursor)
         if key == self.key:
             return self.answer
@@ -353,6 +362,22 @@ class Missed:
         if answer is None or len(answer) <= MISSED_KEPT_BYTES:
             self.key, self.answer = key, answer
         return answer
+
+
+def _one_behind(ch: LocalChannel, cursor: str) -> bytes | None:
+    """The answer for a cursor one message behind `ch`'s head, from the history's last entry,
+    without reading the cursor or building a backlog: a one-to-one client's re-poll, read
+    after the publish it raced with (a new body per message, so `Missed` keeps none). None
+    for any other cursor, or when the history no longer has that message."""
+    sent = ch.sent_id
+    history = ch.history
+    if history.last_id != sent or cursor != cursor_part(ch.name, ch.epoch, sent - 1):
+        return None
+    last = history.messages(sent - 1, sent)
+    if not last or last[0].epoch != ch.epoch:
+        return None
+    position = ch.sent_position
+    return longpoll_body([last[0].body(position.encode())], position)
 
 
 @dataclasses.dataclass(slots=True, frozen=True, eq=False)

@@ -9,11 +9,14 @@ import asyncio
 import collections
 import contextlib
 from collections.abc import Iterable, Iterator
+from urllib.parse import quote
 
 import pytest
 
 from pushserver.core.tokens import mint
 from pushserver.web import publishing
+from pushserver.web.front.repoll import Repeat
+from pushserver.web.http.parser import HeadParser
 from pushserver.web.state import ServerState
 
 from ...inprocess import in_process, publish, until
@@ -47,12 +50,25 @@ def held(state: ServerState) -> int:
     return state.admission.connections["longpoll"]
 
 
-async def answered_once(state: ServerState, port: int, channel: str) -> tuple[Conn, object, dict]:
+def resting(state: ServerState, conn: Conn) -> bool:
+    """Whether `conn` rests in the door, kept alive between requests (`admission.HeadGuard`)."""
+    port = conn[1].get_extra_info("sockname")[1]
+    return any(p.transport.get_extra_info("peername")[1] == port for p in state.heads.resting)
+
+
+def sent(cursor: str, encoded: bool) -> str:
+    """A cursor as a client puts it in its query: as it is, or as `encodeURIComponent` does."""
+    return quote(cursor, safe="!'()*") if encoded else cursor
+
+
+async def answered_once(
+    state: ServerState, port: int, channel: str, encoded: bool = False
+) -> tuple[Conn, object, dict]:
     """A connection whose poll of `channel` (published to once) was held and then answered
     with message 1: the connection, the poll that was held, the answer."""
     await publish(port, channel, "start")
     conn = await connect(port)
-    cursor = await head_cursor(conn, channel)
+    cursor = sent(await head_cursor(conn, channel), encoded)
     task = asyncio.create_task(poll(conn, f"/lp/{channel}?timeout=20&cursor={cursor}"))
     await until(lambda: len(waiters(state, channel)) == 1, "the poll held")
     (waiter,) = waiters(state, channel)
@@ -60,7 +76,8 @@ async def answered_once(state: ServerState, port: int, channel: str) -> tuple[Co
     await publish(port, channel, 1)
     status, answer = await task
     assert (status, [m["data"] for m in answer["messages"]]) == (200, [1])
-    await until(lambda: held(state) == 0, "the answered poll done with")
+    # Answered, it awaits its re-poll: still counted as held, not resting in the door.
+    assert held(state) == 1 and not resting(state, conn)
     return conn, waiter, answer
 
 
@@ -103,11 +120,36 @@ def broker(request: pytest.FixtureRequest) -> dict[str, object]:
     return {"redis": request.getfixturevalue("redis_server").url}
 
 
-async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll(broker: dict) -> None:
+@contextlib.contextmanager
+def polls_parsed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[bytes]]:
+    """The long-poll heads the server parses meanwhile (a re-poll it matched by its bytes is
+    not parsed)."""
+    parsed: list[bytes] = []
+    parse = HeadParser.parse
+
+    def counted(self: HeadParser, raw: bytes) -> object:
+        if raw.startswith(b"GET /lp/"):
+            parsed.append(raw)
+        return parse(self, raw)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(HeadParser, "parse", counted)
+        yield parsed
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["plain", "percent-encoded"])
+async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll(
+    broker: dict, encoded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its cursor as it is or percent-encoded (browsers, the JS and Java clients): matched by
+    its bytes either way, not parsed."""
     async with in_process(**broker) as (state, _, port):
-        conn, waiter, answer = await answered_once(state, port, "kept")
-        again = asyncio.create_task(poll(conn, f"/lp/kept?timeout=20&cursor={answer['cursor']}"))
-        await until(lambda: len(waiters(state, "kept")) == 1, "the re-poll held")
+        conn, waiter, answer = await answered_once(state, port, "kept", encoded)
+        cursor = sent(answer["cursor"], encoded)
+        with polls_parsed(monkeypatch) as parsed:
+            again = asyncio.create_task(poll(conn, f"/lp/kept?timeout=20&cursor={cursor}"))
+            await until(lambda: len(waiters(state, "kept")) == 1, "the re-poll held")
+        assert parsed == []
         assert waiters(state, "kept") == {waiter}  # held again as it was
         assert held(state) == 1
         await publish(port, "kept", 2)
@@ -117,22 +159,77 @@ async def test_a_repoll_at_the_channel_head_is_held_by_the_same_poll(broker: dic
         conn[1].close()
 
 
-async def test_a_repoll_behind_the_head_gets_what_was_published_meanwhile(broker: dict) -> None:
+async def test_encoded_repolls_after_a_first_poll_with_no_cursor_are_matched_by_their_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The JS client's way: a first poll with an empty cursor shows nothing of how the client
+    escapes one; its first re-poll does (read from the head remembered, not parsed), and the
+    re-polls after it are matched whole with the cursor their kept poll awaits."""
+    read: list[bytes] = []
+    value = Repeat.value
+
+    def counted(self: Repeat, raw: bytes) -> str | None:
+        read.append(raw)
+        return value(self, raw)
+
+    monkeypatch.setattr(Repeat, "value", counted)
+    async with in_process() as (state, _, port):
+        await publish(port, "first", "start")
+        conn = await connect(port)
+        cursor = ""
+        for n in range(4):
+            read.clear()
+            with polls_parsed(monkeypatch) as parsed:
+                task = asyncio.create_task(poll(conn, f"/lp/first?timeout=20&cursor={cursor}"))
+                await until(lambda: len(waiters(state, "first")) == 1, "the poll held")
+            assert (len(parsed), len(read)) == [(1, 0), (0, 1), (0, 0), (0, 0)][n]
+            await publish(port, "first", n)
+            status, answer = await task
+            assert (status, [m["data"] for m in answer["messages"]]) == (200, [n])
+            cursor = sent(answer["cursor"], True)
+        conn[1].close()
+
+
+@pytest.mark.parametrize("encoded", [False, True], ids=["plain", "percent-encoded"])
+async def test_a_repoll_behind_the_head_gets_what_was_published_meanwhile(
+    broker: dict, encoded: bool
+) -> None:
     async with in_process(**broker) as (state, _, port):
-        conn, waiter, answer = await answered_once(state, port, "behind")
+        conn, waiter, answer = await answered_once(state, port, "behind", encoded)
         await publish(port, "behind", 2)  # while the connection is between polls
         await publish(port, "behind", 3)
         ch = state.hub.channels["behind"]
         await until(lambda: ch.sent_id == 4, "both fanned out (ids 3 and 4; 1 and 2 before)")
-        status, answer = await poll(conn, f"/lp/behind?timeout=20&cursor={answer['cursor']}")
+        cursor = sent(answer["cursor"], encoded)
+        status, answer = await poll(conn, f"/lp/behind?timeout=20&cursor={cursor}")
         assert (status, [m["data"] for m in answer["messages"]]) == (200, [2, 3])
-        task = asyncio.create_task(poll(conn, f"/lp/behind?timeout=20&cursor={answer['cursor']}"))
+        cursor = sent(answer["cursor"], encoded)
+        task = asyncio.create_task(poll(conn, f"/lp/behind?timeout=20&cursor={cursor}"))
         await until(lambda: len(waiters(state, "behind")) == 1, "the next poll held")
         assert waiters(state, "behind") == {waiter}  # answered, then held again, as it was
         await publish(port, "behind", 4)
         status, answer = await task
         assert (status, [m["data"] for m in answer["messages"]]) == (200, [4])
         conn[1].close()
+
+
+async def test_a_kept_poll_one_message_behind_answers_as_a_new_poll_would(broker: dict) -> None:
+    """The one-to-one client's re-poll, read after the publish it raced with: byte for byte
+    what a connection with nothing kept gets, message after message."""
+    async with in_process(**broker) as (state, _, port):
+        conn, _, answer = await answered_once(state, port, "one")
+        fresh = await connect(port)
+        ch = state.hub.channels["one"]
+        for n in range(2, 5):
+            await publish(port, "one", n)
+            await until(lambda id_=n + 1: ch.sent_id == id_, "fanned out (to no one held)")
+            target = f"/lp/one?timeout=20&cursor={answer['cursor']}"
+            status, answer = await poll(conn, target)
+            assert (status, answer) == await poll(fresh, target)
+            assert [m["data"] for m in answer["messages"]] == [n]
+            assert answer["cursor"] == ch.sent_position
+        for _, writer in (conn, fresh):
+            writer.close()
 
 
 async def test_kept_polls_behind_the_head_answer_as_new_polls_would():
@@ -150,7 +247,7 @@ async def test_kept_polls_behind_the_head_answer_as_new_polls_would():
             await until(lambda: held(state) == 4, "four polls held")
             await publish(port, "gap", 1)
             cursor = {(await t)[1]["cursor"] for t in tasks}.pop()
-            await until(lambda: held(state) == 0, "the answered polls done with")
+            assert held(state) == 4  # answered, awaiting their re-polls
             fresh = await connect(port)
 
             async def same_as_fresh(i: int, cursor: str) -> dict:
@@ -190,7 +287,7 @@ async def test_every_poll_gives_its_channels_back_once_however_its_connection_go
             await until(lambda: held(state) == 4, "four polls held")
             await publish(port, "books", 1)
             cursors = [(await t)[1]["cursor"] for t in tasks]
-            await until(lambda: held(state) == 0, "the answered polls done with")
+            assert held(state) == 4  # answered, awaiting their re-polls
             # 0: re-polls at the head (kept and held again), answered by a publish.
             # 1: another request on the connection first, then a re-poll.
             # 2: a re-poll with the cursor of the poll before (behind the head).
@@ -202,7 +299,8 @@ async def test_every_poll_gives_its_channels_back_once_however_its_connection_go
             status, answer = await poll(conns[2], f"/lp/books?timeout=20&cursor={cursor}")
             assert [m["data"] for m in answer["messages"]] == [1]
             conns[3][1].close()
-            await until(lambda: held(state) == 2, "two re-polls held")
+            await until(lambda: len(waiters(state, "books")) == 2, "two re-polls held")
+            await until(lambda: held(state) == 3, "3 gone; 2 answered, awaiting its re-poll")
             await publish(port, "books", 2)
             for task in (again, late):
                 status, answer = await task
@@ -210,14 +308,16 @@ async def test_every_poll_gives_its_channels_back_once_however_its_connection_go
             for _, writer in conns[:3]:
                 writer.close()
             await until(lambda: not +books and not -books, "every open channel given back")
-            assert held(state) == 0
+            await until(lambda: held(state) == 0, "every slot given back")
 
 
-async def test_kept_polls_held_again_count_against_the_connection_limit():
-    """Against --max-connections 5: while five kept polls are held, five new connections'
-    polls are refused; while those five are held, the kept polls re-polling are all refused;
-    then all ten re-poll at once and exactly five are held. Every refused poll gives its
-    channel back. (Publishes go to the hub: a publisher's connection would count too.)"""
+async def test_kept_polls_keep_their_slots_against_the_connection_limit():
+    """Against --max-connections 5: five held polls fill it and new connections' polls are
+    refused; answered, the five keep their slots while they await their re-polls (the others
+    still refused), and their re-polls are held again without counting twice; two of them
+    closing give two slots back, which two of the others take while three are refused. Every
+    refused poll gives its channel back. (Publishes go to the hub: a publisher's connection
+    would count too.)"""
     async with in_process(max_connections=5) as (state, _, port):
 
         async def put(data: int) -> None:
@@ -251,31 +351,31 @@ async def test_kept_polls_held_again_count_against_the_connection_limit():
             answers = [await t for t in held_kept]
             assert [(s, [m["data"] for m in a["messages"]]) for s, a in answers] == [(200, [1])] * 5
             head = answers[0][1]["cursor"]
-            await until(lambda: held(state) == 0, "the answered polls done with")
-            held_others = polls(others, head)
-            await until(lambda: held(state) == 5, "five other polls held")
-            await refused(kept, head)
+            assert held(state) == 5  # answered, awaiting their re-polls
+            await refused(others, head)
+            held_kept = polls(kept, head)
+            await until(lambda: len(waiters(state, "cap")) == 5, "the re-polls held again")
+            assert held(state) == 5
+            for task, (_, writer) in zip(held_kept[:2], kept[:2], strict=True):
+                task.cancel()
+                writer.close()
+            await until(lambda: held(state) == 3, "two slots given back")
+            tasks = polls(others, head)
+            await until(lambda: len(waiters(state, "cap")) == 5, "two others held")
+            await until(lambda: sum(t.done() for t in tasks) == 3, "the others refused")
             await put(2)
-            assert [(await t)[0] for t in held_others] == [200] * 5  # now kept by `others`
-            head = (await held_others[0])[1]["cursor"]
-            await until(lambda: held(state) == 0, "the answered polls done with")
-            group = kept + others
-            tasks = polls(group, head)
-            await until(lambda: held(state) == 5, "the winners held")
-            await until(lambda: sum(t.done() for t in tasks) == 5, "the others refused")
-            await put(3)
-            answers = [await t for t in tasks]
+            answers = [await t for t in [*held_kept[2:], *tasks]]
             statuses = collections.Counter(status for status, _ in answers)
-            assert statuses == {200: 5, 503: 5}, answers
+            assert statuses == {200: 5, 503: 3}, answers
             for status, answer in answers:
                 if status == 200:
-                    assert [m["data"] for m in answer["messages"]] == [3]
+                    assert [m["data"] for m in answer["messages"]] == [2]
                 else:
                     assert answer["error"] == "over_capacity"
-            for _, writer in group:
+            for _, writer in kept[2:] + others:
                 writer.close()
             await until(lambda: not +books and not -books, "every open channel given back")
-            assert held(state) == 0
+            await until(lambda: held(state) == 0, "every slot given back")
 
 
 async def test_a_channel_nobody_published_to_is_not_kept_after_its_poll_times_out():
