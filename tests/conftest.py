@@ -24,6 +24,7 @@ SLOW = {
     "e2e/tools/test_bench_nchan.py",
     "e2e/tools/test_bench_pool.py",
     "e2e/tools/test_bench_timeouts.py",
+    "e2e/tools/test_bench_wirebytes.py",
     # every command of the README and the burn-in docs, as a new user runs them
     "e2e/deploy/test_docs_walk.py",
     # chaos, floods and lossy links: long randomised or high-volume runs
@@ -36,6 +37,7 @@ SLOW = {
     "e2e/clients/test_js_client.py",
     "e2e/clients/test_browser_js.py",
     "e2e/transports/test_compression_decoders.py",
+    "e2e/transports/test_compression_server.py",
     "e2e/deploy/test_nginx.py",
 }
 """Test files marked `slow`: `-m "not slow"` leaves them out (README, "Tests")."""

@@ -256,7 +256,7 @@ class Connection(Repolls, Bodies):
         out = self.out
         if out.is_closing():
             return
-        headers = headers + self.front.cors_headers(head)
+        headers = answer.with_cors(headers, self.front.cors_headers(head))
         if body is None:
             sent = answer.head(status, headers, head.version, keeps(self.state, head))
         else:
@@ -314,7 +314,7 @@ class Connection(Repolls, Bodies):
     ) -> tuple[asyncio.Transport, bytes] | None:
         if self.out.is_closing():
             return None
-        headers = headers + self.front.cors_headers(head)
+        headers = answer.with_cors(headers, self.front.cors_headers(head))
         if status == 101:
             sent = answer.head(status, headers, head.version)
         else:  # a held response: its connection is never reused

@@ -9,6 +9,7 @@ a kept-alive connection reads its next request on the same protocol."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from collections.abc import Awaitable, Mapping
@@ -17,9 +18,11 @@ from typing import TYPE_CHECKING
 from ...core.errors import InvalidInput, PushError, draining
 from ...core.positions import cursor_part
 from ...core.subscription import Bound, LocalChannel, Start, Waiter
+from ...wire.compression import GZIP_MIN_BYTES, gzip_body
 from ...wire.framing import longpoll_body
 from ..http import answer
 from ..http.answer import JSON, NO_CACHE, json_answer
+from ..http.coding import GZIP, VARY, Accepts, accepts
 from ..http.parser import RequestHead
 from ..state import ServerState
 from . import probe
@@ -82,6 +85,42 @@ def script_safe(body: bytes) -> bytes:
     return body.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
 
 
+def accepted(settings: Settings, head: RequestHead) -> Accepts | None:
+    """What codings `head`'s answer may come in; None when the server compresses nothing."""
+    if not settings.compress:
+        return None
+    return accepts(head.headers.get("accept-encoding"))
+
+
+@functools.lru_cache(maxsize=32)
+def gzip_once(body: bytes) -> bytes:
+    """`gzip_body`, once for the polls answered with the same body (the same backlog)."""
+    return gzip_body(body)
+
+
+def encoded(
+    headers: list[tuple[str, str]], body: bytes, accepted: Accepts | None
+) -> tuple[list[tuple[str, str]], bytes]:
+    """An answer as its request accepts it: gzip from `GZIP_MIN_BYTES` (of any size when the
+    request refuses it as it is), with `Vary` whenever it accepts gzip."""
+    if accepted is None or not accepted.gzip:
+        return headers, body
+    if len(body) < GZIP_MIN_BYTES and accepted.identity:
+        return [*headers, VARY], body
+    return [*headers, GZIP, VARY], gzip_once(body)
+
+
+VARIED = (NO_CACHE, JSON, VARY)
+GZIPPED = (NO_CACHE, JSON, GZIP, VARY)
+
+
+def gzip_json_answer(body: bytes) -> bytes:
+    """`json_answer` for a request that accepts gzip: the body gzipped from `GZIP_MIN_BYTES`."""
+    if len(body) < GZIP_MIN_BYTES:
+        return answer.whole(200, VARIED, "1.1", True, body)
+    return answer.whole(200, GZIPPED, "1.1", True, gzip_once(body))
+
+
 def _callback(query: Mapping[str, str]) -> str | None:
     callback = query.get("callback")
     if not callback:  # empty is as if not given, as for every other parameter
@@ -105,6 +144,10 @@ class Poll(Waiter):
     def content(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
         """Headers and body of the answer carrying `body`."""
         return [NO_CACHE, JSON], body
+
+    def encoded(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        """`content` as the request accepts it (gzip from `GZIP_MIN_BYTES`)."""
+        return self.content(body)
 
     def keeps_alive(self) -> bool:
         """Whether its connection is kept alive after its answer (if the server goes on)."""
@@ -167,13 +210,16 @@ class HeadedPoll(Poll):
             return [NO_CACHE, JSON], body
         return [NO_CACHE, JAVASCRIPT], b"%b(%b);" % (self.callback.encode(), script_safe(body))
 
+    def encoded(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        return encoded(*self.content(body), accepted(self.conn.state.settings, self.head))
+
     def keeps_alive(self) -> bool:
         return self.head.keep_alive
 
     def resolve(self, body: bytes) -> None:
         if not self.replied:
             self.replied = True
-            self.conn.answer(self.head, 200, *self.content(body))
+            self.conn.answer(self.head, 200, *self.encoded(body))
             # Done with after the fan-out loop: it is iterating the hub's waiters, and the last
             # waiter's answer should not wait for the others'.
             self.conn.settle(self)
@@ -243,16 +289,17 @@ class PlainPoll(Poll):
         if body is None:
             self.let_go()
             return False
-        conn.send(json_answer(body))
+        conn.send(self.wrap(body))
         conn.keep(self)
         conn.finish(True)
         return True
 
     def resolve(self, body: bytes) -> None:
         if self.conn.state.draining:  # the connection closes after it: the head says so
-            self.send(answer.whole(200, (NO_CACHE, JSON), "1.1", False, body))
+            headers, body = self.encoded(body)
+            self.send(answer.whole(200, tuple(headers), "1.1", False, body))
         else:
-            self.send(json_answer(body))
+            self.send(self.wrap(body))
 
     def send(self, answer: bytes) -> None:
         if not self.replied:
@@ -260,6 +307,16 @@ class PlainPoll(Poll):
             conn = self.conn
             conn.send(answer)
             conn.settle(self)
+
+
+class GzipPlainPoll(PlainPoll):
+    """A plain poll whose request accepts gzip (and its answer as it is)."""
+
+    __slots__ = ()
+    wrap = staticmethod(gzip_json_answer)
+
+    def encoded(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        return encoded(*self.content(body), Accepts(True, True))
 
 
 def handle(conn: Exchange, head: RequestHead) -> Awaitable[None] | None:
@@ -333,8 +390,8 @@ class PollRequest:
     timeout: float
     callback: str | None
     bound: Bound
-    plain: bool
-    """Whether its answer is a `PlainPoll`'s (`_plain`, no JSONP)."""
+    plain: type[PlainPoll] | None
+    """The class of its poll when it is a plain one (`_plain`, no JSONP, gzip or not)."""
     missed: Missed = dataclasses.field(default_factory=Missed)
 
     @classmethod
@@ -346,7 +403,13 @@ class PollRequest:
         timeout = _timeout(query, settings.default_timeout, settings.max_timeout)
         callback = _callback(query)
         bound = _bound(query, state)
-        plain = callback is None and _plain(settings, head)
+        plain: type[PlainPoll] | None = None
+        if callback is None and _plain(settings, head):
+            coding = accepted(settings, head)
+            if coding is None or not coding.gzip:
+                plain = PlainPoll
+            elif coding.identity:  # refused, it is rare enough for a HeadedPoll
+                plain = GzipPlainPoll
         return cls(head, subscribe, timeout, callback, bound, plain)
 
     def again(self, conn: Exchange, cursor: str) -> Awaitable[None] | None:
@@ -395,13 +458,13 @@ class PollRequest:
         head = self.head
         timeout = self.hold_time()
         poll: Poll
-        if self.plain:
-            poll, events = begin(start, PlainPoll, self.bound, conn)
+        if self.plain is not None:
+            poll, events = begin(start, self.plain, self.bound, conn)
         else:
             poll, events = begin(start, HeadedPoll, self.bound, conn, head, self.callback)
         if events or timeout == 0 or conn.closing():
             body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
-            conn.reply(head, 200, *poll.content(body))
+            conn.reply(head, 200, *poll.encoded(body))
         else:
             sub_req.hand_over()  # to the held poll, which gives slot and channels back
             poll.hold(timeout)
@@ -411,7 +474,11 @@ def check(conn: Exchange, head: RequestHead) -> Headers:
     """The checks of `handle`, in its order, nothing held."""
     poll = PollRequest.parse(conn, head)
     probe.check_subscription(conn, head, poll.subscribe, head.query.get("cursor", ""))
-    return [NO_CACHE, JSON if poll.callback is None else JAVASCRIPT]
+    headers = [NO_CACHE, JSON if poll.callback is None else JAVASCRIPT]
+    coding = accepted(conn.state.settings, head)
+    if coding is not None and coding.gzip:  # gzip or not, the GET's length says
+        headers.append(VARY)
+    return headers
 
 
 TRANSPORT = Transport("lp", NAME, handle, check)

@@ -34,7 +34,7 @@ async def test_pushclient_every_message_once_in_order_through_cuts(server_factor
     rng = random.Random(seed)
     channel = f"cuts-{transport}"
     received: asyncio.Queue = asyncio.Queue()
-    proxy = TcpProxy(server.port, cut_after=lambda: rng.randint(1, 20000))
+    proxy = TcpProxy(server.port, cut_after=lambda: rng.randint(1, 2000))
     async with (
         proxy,
         PushClient(server.url) as publisher,

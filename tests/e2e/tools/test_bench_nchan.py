@@ -121,6 +121,6 @@ def test_an_unreachable_target_fails_the_run() -> None:
     assert f"target unreachable at 127.0.0.1:{url.rsplit(':', 1)[1]}" in proc.stdout
 
 
-def test_nchan_goes_only_with_experiments_9_and_10() -> None:
+def test_nchan_goes_only_with_experiments_9_to_11() -> None:
     proc = run_bench("--only", "1", "--target", "nchan", "--url", "http://127.0.0.1:1")
-    assert proc.returncode == 2 and "--target nchan goes with --only 9 or 10" in proc.stderr
+    assert proc.returncode == 2 and "--target nchan goes with --only 9, 10 or 11" in proc.stderr

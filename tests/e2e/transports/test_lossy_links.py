@@ -16,16 +16,30 @@ from pushclient import PushClient
 from ...lossy import CHANNEL, MESSAGES, lossy_link, problems, receive_with_pushclient
 
 DEADLINE = 60.0
+TRANSPORTS = ["longpoll", "stream", "sse", "ws"]
+HEAD = {t: b"HTTP/1.1 101" if t == "ws" else b"HTTP/1.1 200" for t in TRANSPORTS}
+COMPRESSED = {
+    "longpoll": b"\r\nVary: Accept-Encoding\r\n",
+    "stream": b"\r\nContent-Encoding: gzip\r\n",
+    "sse": b"\r\nContent-Encoding: gzip\r\n",
+    "ws": b"\r\nSec-WebSocket-Extensions: permessage-deflate;",
+}
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.mark.parametrize("transport", ["longpoll", "stream", "sse", "ws"])
+@pytest.mark.parametrize("transport", TRANSPORTS)
 async def test_every_message_once_in_order_through_a_cutting_proxy(transport):
     async with lossy_link(seed=7) as link:
         got = await receive_with_pushclient(link, transport, DEADLINE)
         cuts = link.proxy.cuts
+        answers = link.proxy.answers
     assert problems(got.envelopes) == []
     assert cuts > 0, "the proxy never cut a connection"
+    # compressed, as the client asks and the server does by default (a poll's answer only
+    # from 512 bytes, but every one says it could have been)
+    mark = COMPRESSED[transport]
+    assert all(mark in answer for answer in answers if answer.startswith(HEAD[transport]))
+    assert any(answer.startswith(HEAD[transport]) for answer in answers)
     print(f"{transport}: {MESSAGES} messages in {got.seconds:.2f} s through {cuts} cuts")
 
 
