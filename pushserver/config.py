@@ -14,10 +14,11 @@ import math
 import os
 import resource
 import tomllib
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .redis_urls import BadRedisUrl, RedisTarget, parse_redis_url, redacted
 
 ENV_PREFIX = "PUSHSERVER_"
 
@@ -56,7 +57,9 @@ class Settings:
     )
     redis: str = _setting(
         "",
-        "Redis URL (redis://host:port/db) for the Redis broker; empty = memory broker",
+        "Redis for the Redis broker: redis://host:port/db (rediss:// TLS, unix://), a cluster "
+        "redis+cluster://host:port[,host:port...] (rediss+cluster:// TLS), or Sentinel "
+        "redis+sentinel://host:port[,host:port...]/master[/db]; empty = memory broker",
         metavar="URL",
     )
     history_size: int = _setting(100, "messages kept per channel for resuming clients")
@@ -142,6 +145,11 @@ class Settings:
     def gc_thresholds(self) -> tuple[int, int, int]:
         a, b, c = (int(x) for x in self.gc_threshold.split(","))
         return a, b, c
+
+    @property
+    def redis_target(self) -> RedisTarget:
+        """`redis` read (checked by `validate`)."""
+        return parse_redis_url(self.redis)
 
     @property
     def cors_origins(self) -> tuple[str, ...]:
@@ -252,8 +260,12 @@ def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Set
     except ValueError:
         raise bad("trusted_proxies", "IP addresses or CIDR networks, comma-separated") from None
     _check_head_limits(settings, bad)
-    if settings.redis and not _is_redis_url(settings.redis):
-        raise bad("redis", "a redis://, rediss:// or unix:// URL")
+    if settings.redis:
+        try:
+            settings.redis_target  # noqa: B018 - parses
+        except BadRedisUrl as exc:
+            label = (labels or {}).get("redis") or flag("redis")
+            raise ConfigError(f"{label} must be {exc}, got {redacted(settings.redis)!r}") from None
     return settings
 
 
@@ -301,15 +313,6 @@ def _check_head_limits(settings: Settings, bad: Callable[[str, str], ConfigError
             "max_head_bytes",
             f"at least --max-line-size + --max-field-size + {OTHER_HEADERS} ({head})",
         )
-
-
-def _is_redis_url(url: str) -> bool:
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises on a port out of range
-    except ValueError:
-        return False
-    return parts.scheme in ("redis", "rediss", "unix")
 
 
 def _metavar(field: dataclasses.Field) -> str | None:

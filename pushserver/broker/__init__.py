@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from ..config import Settings
+from ..config import ConfigError, Settings
 from ..core.broker import Broker
 
 
 def create_broker(settings: Settings) -> Broker:
     """The engine the settings ask for (Redis is imported only when used)."""
     if settings.redis:
+        kind = settings.redis_target.kind
+        if kind != "single":
+            raise ConfigError(f"--redis: a Redis {kind} is not served by this build")
         from .redis import RedisBroker
 
         return RedisBroker(settings)
