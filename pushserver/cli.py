@@ -6,9 +6,10 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from urllib.parse import urlsplit
 
 from . import __version__, token_cli
-from .config import ConfigError, add_arguments, load
+from .config import ConfigError, Settings, add_arguments, load
 from .core.tokens import weak_secret
 from .usage import OneLineParser
 
@@ -26,8 +27,58 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"pushserver {__version__}")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="check the settings as at start (and reach --redis when given), print a one-line "
+        "summary and exit 0; a bad setting is one line and exit 2. Nothing is bound or served",
+    )
     add_arguments(parser)
     return parser
+
+
+CHECK_TIMEOUT = 5.0
+
+
+def redis_nodes(url: str) -> list[str]:
+    """The plain redis:// URLs of the nodes a --redis URL names: itself, or for the
+    +cluster and +sentinel forms each seed host:port (with the URL's credentials)."""
+    parts = urlsplit(url)
+    scheme, plus, _ = parts.scheme.partition("+")
+    if not plus:
+        return [url]
+    login = parts.netloc.rpartition("@")[0]
+    prefix = f"{scheme}://{login}@" if login else f"{scheme}://"
+    return [prefix + node for node in parts.netloc.rpartition("@")[2].split(",") if node]
+
+
+def redis_problem(url: str) -> str:
+    """Why Redis at `url` cannot be used ("" when one of its nodes answers PING)."""
+    import redis
+
+    problems = []
+    for node in redis_nodes(url):
+        client = redis.Redis.from_url(
+            node, socket_timeout=CHECK_TIMEOUT, socket_connect_timeout=CHECK_TIMEOUT
+        )
+        try:
+            client.ping()
+            return ""
+        except (redis.RedisError, OSError, ValueError) as exc:
+            problems.append(str(exc) or type(exc).__name__)
+        finally:
+            client.close()
+    return f"--redis {url}: cannot reach Redis: {'; '.join(problems)}"
+
+
+def summary(settings: Settings) -> str:
+    """The one line `--check` prints for good settings."""
+    broker = f"redis at {settings.redis} (PING answered)" if settings.redis else "memory"
+    processes = "1 process" if settings.workers == 1 else f"{settings.workers} workers"
+    return (
+        f"pushserver: settings OK: would listen on {settings.host}:{settings.port}, "
+        f"{processes}, {broker} broker"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -41,6 +92,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         settings = load(args)
     except ConfigError as exc:
         parser.error(str(exc))
+    if args.check:
+        problem = redis_problem(settings.redis) if settings.redis else ""
+        if problem:
+            parser.error(problem)
+        print(summary(settings))
+        return
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

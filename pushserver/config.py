@@ -12,6 +12,7 @@ import dataclasses
 import ipaddress
 import math
 import os
+import re
 import resource
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
@@ -21,6 +22,8 @@ from typing import Any
 from .redis_urls import BadRedisUrl, RedisTarget, parse_redis_url, redacted
 
 ENV_PREFIX = "PUSHSERVER_"
+EXTENSION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+"""`--extension`: a module's dotted name, a colon, and the name of a function in it."""
 
 FILES_RESERVED = 100
 """Descriptors kept back from subscribers: listening socket, Redis, logs, the loop itself."""
@@ -140,6 +143,12 @@ class Settings:
     sweep_interval: float = _setting(5.0, "seconds between sweeps that drop idle channels")
     log_level: str = _setting("info", "log level", choices=("debug", "info", "warning", "error"))
     access_log: bool = _setting(False, "log every request (costly under load)")
+    extension: str = _setting(
+        "",
+        "MODULE:FUNCTION called with the aiohttp application at startup, to add your own "
+        "routes and middleware with aiohttp's API (docs/operations.md); empty = none",
+        metavar="MODULE:FUNCTION",
+    )
 
     @property
     def gc_thresholds(self) -> tuple[int, int, int]:
@@ -260,6 +269,8 @@ def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Set
     except ValueError:
         raise bad("trusted_proxies", "IP addresses or CIDR networks, comma-separated") from None
     _check_head_limits(settings, bad)
+    if settings.extension and not EXTENSION.fullmatch(settings.extension):
+        raise bad("extension", "MODULE:FUNCTION, as in mypackage.routes:extend")
     if settings.redis:
         try:
             settings.redis_target  # noqa: B018 - parses

@@ -5,6 +5,9 @@ subscribers a client reads an answer a while after the server wrote it, and a la
 the read is partly the client's own. These connections read with `recvmsg` and take the
 kernel's receive timestamp of each read (`pushserver_measure.timestamps`), so `arrived` is when
 the server sent the bytes, however late the client gets to them.
+
+The plain client (`open_subscriber` with `plain`) measures as any client written with raw
+asyncio protocols does: the loop's own transport, and the time `data_received` is called.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import socket
 from collections.abc import Callable
 from typing import TypeVar
 
+from pushserver_measure.http11 import IP_BIND_ADDRESS_NO_PORT
 from pushserver_measure.timestamps import (
     ANCILLARY,
     SWITCH_PAUSE,
@@ -24,6 +28,25 @@ from pushserver_measure.timestamps import (
 )
 
 P = TypeVar("P", bound=asyncio.Protocol)
+
+
+class Timed(asyncio.Protocol):
+    """A subscriber's protocol and its clock. On an `ArrivalTransport` a read arrived when the
+    kernel says; a `plain` one notes `read_at = time.time()` first thing in `data_received`, as
+    a client on the loop's own transport would."""
+
+    plain = False
+    read_at = 0.0
+
+    def arrived_on(self, transport: object) -> float | None:
+        """When the bytes being read arrived (None: the transport does not know)."""
+        if self.plain:
+            return self.read_at
+        arrived: float | None = getattr(transport, "arrived", None)
+        return arrived
+
+
+T = TypeVar("T", bound=Timed)
 _READ = memoryview(bytearray(1 << 18))
 """Every read lands here first and is copied out at its length: one process's reads run one at
 a time, and a fresh 256 KB buffer per read would cost more than the read."""
@@ -118,13 +141,13 @@ class ArrivalTransport(asyncio.Transport):
         self._loop.call_soon(self._protocol.connection_lost, exc)
 
 
-async def open_arrival(
-    factory: Callable[[], P], host: str, port: int, source: str = ""
-) -> tuple[ArrivalTransport, P]:
-    """Connect to `host`:`port` (from the local address `source` when given) and serve the
-    connection with the protocol `factory()` makes. NoTimestamps where the kernel gives none:
-    the bench then cannot tell the server's time from its own."""
-    await stamping()
+async def connected(host: str, port: int, source: str = "", stamped: bool = False) -> socket.socket:
+    """A non-blocking TCP socket connected to `host`:`port` with TCP_NODELAY (as uvloop and
+    asyncio set it), asking for receive timestamps when `stamped`. From the local address
+    `source` when given, its port picked at connect (IP_BIND_ADDRESS_NO_PORT): bound with port
+    0, a step's 5,000 connections from one address fail with EADDRINUSE once the steps before
+    it left as many in TIME_WAIT, while picked at connect each destination has its own
+    ephemeral ports and loopback reuses those in TIME_WAIT."""
     loop = asyncio.get_running_loop()
     family, kind, proto, _, address = (await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM))[
         0
@@ -133,12 +156,51 @@ async def open_arrival(
     try:
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        enable(sock)
+        if stamped:
+            enable(sock)
         if source:
+            sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
             sock.bind((source, 0))
         await loop.sock_connect(sock, address)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+async def open_arrival(
+    factory: Callable[[], P], host: str, port: int, source: str = ""
+) -> tuple[ArrivalTransport, P]:
+    """Connect to `host`:`port` (from the local address `source` when given) and serve the
+    connection with the protocol `factory()` makes. NoTimestamps where the kernel gives none:
+    the bench then cannot tell the server's time from its own."""
+    await stamping()
+    sock = await connected(host, port, source, stamped=True)
+    try:
         protocol = factory()
         return ArrivalTransport(sock, protocol), protocol
     except BaseException:
         sock.close()
         raise
+
+
+async def open_subscriber(
+    factory: Callable[[], T], host: str, port: int, source: str = "", plain: bool = False
+) -> tuple[asyncio.Transport, T]:
+    """`open_arrival`, or with `plain` the loop's own transport, whose protocol times each read
+    when `data_received` is called."""
+    if not plain:
+        return await open_arrival(factory, host, port, source)
+
+    def made() -> T:
+        protocol = factory()
+        protocol.plain = True
+        return protocol
+
+    sock = await connected(host, port, source)
+    try:
+        transport, protocol = await asyncio.get_running_loop().create_connection(made, sock=sock)
+    except BaseException:
+        sock.close()
+        raise
+    return transport, protocol

@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 
+from pushserver.usage import OneLineParser
 from pushserver_measure.machine import describe
 from pushserver_measure.tuning import raise_open_files_limit
 
@@ -16,6 +17,7 @@ from . import (
     broadcast,
     budgets,
     concurrency,
+    inputs,
     latency,
     loops,
     pubsub,
@@ -27,6 +29,10 @@ from . import (
 from .context import Bench
 from .table import Table
 from .targets import KINDS, TRANSPORTS
+from .versus import CLIENTS
+
+MAX_PER_PROCESS = 19_000
+"""Subscribers one client process may hold: its 20,000 open files, less room for the rest."""
 
 EXPERIMENTS: dict[int, Callable[[Bench], Awaitable[list[Table]]]] = {
     1: latency.run,
@@ -45,7 +51,7 @@ BY_DEFAULT = [1, 2, 3, 4, 5, 6, 7, 8]
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="pushserver-bench",
         description="Rerun the classic event-service and push benchmarks against pushserver on "
         "loopback: 1 latency 1→1, 2 publishersxsubscribers, 3 broadcast, 4 concurrency 1 vs "
@@ -127,6 +133,28 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "10000,19800)",
     )
     parser.add_argument(
+        "--client",
+        default="",
+        metavar="C[,C]",
+        help="experiment 9: the measuring clients, side by side: tuned (the kernel's receive "
+        "timestamps, --client-cpus) and/or plain (timed when data_received is called, the "
+        "loop's own transports, no pinning) (default both)",
+    )
+    parser.add_argument(
+        "--per-process",
+        type=int,
+        default=5000,
+        metavar="N",
+        help="experiments 9 and 10: subscribers per client process at most, each on its own "
+        f"source address (default 5000; at most {MAX_PER_PROCESS})",
+    )
+    parser.add_argument(
+        "--encode-cursor",
+        action="store_true",
+        help="experiment 9: send pushserver's long-poll cursor percent-encoded, as "
+        "encodeURIComponent writes it (browsers, the JS and Java clients)",
+    )
+    parser.add_argument(
         "--transports",
         default="",
         metavar="T[,T]",
@@ -162,7 +190,12 @@ def cpus_refusal(text: str) -> str:
     return ""
 
 
-def refusal(args: argparse.Namespace, numbers: list[int], transports: list[str]) -> str:
+def refusal(
+    args: argparse.Namespace,
+    numbers: list[int],
+    transports: list[str],
+    clients: Sequence[str] = (),
+) -> str:
     """Why the arguments cannot run ("" when they can)."""
     if args.client_cpus and (problem := cpus_refusal(args.client_cpus)):
         return problem
@@ -170,6 +203,12 @@ def refusal(args: argparse.Namespace, numbers: list[int], transports: list[str])
         return f"--only takes numbers from 1 to {len(EXPERIMENTS)}"
     if any(t not in TRANSPORTS for t in transports):
         return f"--transports takes {','.join(TRANSPORTS)}"
+    if any(c not in CLIENTS for c in clients):
+        return f"--client takes {','.join(CLIENTS)}"
+    if not 1 <= args.per_process <= MAX_PER_PROCESS:
+        return f"--per-process takes 1 to {MAX_PER_PROCESS} subscribers"
+    if args.encode_cursor and (args.target != "pushserver" or numbers != [9]):
+        return "--encode-cursor goes with --only 9 and a pushserver target (its cursor)"
     if args.target == "nchan" and not set(numbers) <= {9, 10}:
         return "--target nchan goes with --only 9 or 10"
     if args.target == "bare" and numbers != [9]:
@@ -198,10 +237,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError:
         numbers, sizes = [0], []
     transports = [t for t in args.transports.split(",") if t]
-    problem = refusal(args, numbers, transports)
+    clients = [c for c in args.client.split(",") if c]
+    problem = refusal(args, numbers, transports, clients) or inputs.problem(args, sizes)
     if problem:
         print(f"pushserver-bench: {problem}", file=sys.stderr)
         return 2
+    problem = inputs.unreachable(args, numbers)
+    if problem:
+        print(f"pushserver-bench: {problem}", file=sys.stderr)
+        return 1
     raise_open_files_limit()
     # SIGTERM unwinds like Ctrl-C, so the servers and client processes the bench started stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -221,6 +265,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         sizes,
         transports,
         cpus,
+        clients,
+        args.per_process,
+        args.encode_cursor,
     )
     import uvloop
 

@@ -9,7 +9,9 @@ A subscriber times a delivery by when its bytes arrived (`arrival`: the kernel's
 timestamp), not when its process got round to reading them, so the latencies are the server's
 even when the client is short of CPU. What a client can still add is a long-poll's re-poll sent
 late: a message published between an answer's arrival and the next poll waited on the client,
-and is counted (`Tally.late`).
+and is counted (`Tally.late`). A `plain` subscriber instead times a read when `data_received` is
+called, on the loop's own transport, as an independent client written with raw asyncio
+protocols does (`arrival.open_subscriber`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import asyncio
 import base64
 import os
 import time
+from array import array
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+from urllib.parse import quote
 
 import orjson
 
@@ -34,7 +38,8 @@ from pushserver_measure.http11 import (
     request_bytes,
 )
 
-from .arrival import ArrivalTransport, open_arrival
+from .arrival import Timed, open_subscriber
+from .runnable import Runnable
 
 TRANSPORTS = ("stream", "sse", "ws", "longpoll")
 CONNECT_CONCURRENCY = 100
@@ -87,16 +92,28 @@ class Tally:
         "latencies",
         "parse",
         "received",
+        "runnable",
+        "spans",
+        "waits",
     )
 
-    def __init__(self, parse: bool) -> None:
+    def __init__(self, parse: bool, runnable: Runnable | None = None) -> None:
         self.parse = parse
         self.received = 0
         self.first = 0.0
         self.last = 0.0
         self.latencies: list[float] = []
         self.late = 0
-        """Messages that waited on a long-poll client's late re-poll (`stamp`'s `held`)."""
+        """Messages published while a long-poll client sat on an answer, before it polled again
+        (`stamp`'s `held`)."""
+        self.waits = array("d")
+        """Those messages' send times and the re-polls that fetched them, in pairs: whether a
+        message waited on the client depends on when the server began answering it
+        (`spans` of every process, `versus.waited_on_client`)."""
+        self.spans: dict[float, list[float]] = {}
+        """Each timed message's first and last arrival here, by its send time."""
+        self.runnable = runnable
+        """Samples of how busy this process was as it read (`runnable.Runnable`), if taken."""
         self.empty = 0
         """Long-poll answers without a message once one had arrived: polls timed out after a
         message had set them all polling together."""
@@ -109,6 +126,8 @@ class Tally:
             self.first = now
         self.received += n
         self.last = now
+        if self.runnable is not None:
+            self.runnable.counted(n)
         if self._waiter is not None and self.received >= self._target:
             if not self._waiter.done():
                 self._waiter.set_result(None)
@@ -126,12 +145,21 @@ class Tally:
         """Record the latency of a message that carries its send time (`message_data`).
 
         `held`: from when a long-poll client's last answer arrived to when its next poll went
-        out; a message published in between waited on the client, not the server."""
+        out; a message published in between may have waited on the client (`waits`)."""
         if isinstance(data, dict) and "t" in data:
             sent = data["t"]
             self.latencies.append(now - sent)
+            span = self.spans.get(sent)
+            if span is None:
+                self.spans[sent] = [now, now]
+            elif now < span[0]:
+                span[0] = now
+            elif now > span[1]:
+                span[1] = now
             if held is not None and held[0] < sent < held[1]:
                 self.late += 1
+                self.waits.append(sent)
+                self.waits.append(held[1])
 
     def unstamped(self) -> float:
         """The time for a read that carried no receive timestamp: now, and an error, since
@@ -159,7 +187,7 @@ class Tally:
         return self.received >= target and not self.errors
 
 
-class HttpConnection(asyncio.Protocol):
+class HttpConnection(Timed):
     """Keep-alive request/response, one request in flight, answers framed by httptools
     (`http11.Responses`). `headers` are the last answer's headers named in `keep` (a long-poll
     on nchan reads its validators there).
@@ -169,7 +197,7 @@ class HttpConnection(asyncio.Protocol):
 
     def __init__(self, keep: Collection[bytes] = ()) -> None:
         self.transport: asyncio.Transport | None = None
-        self.responses = Responses(keep)
+        self.responses = Responses(keep, retry_after=False)
         self.headers: Mapping[bytes, bytes] = NO_HEADERS
         self.waiter: asyncio.Future[tuple[int, bytes]] | None = None
         self.listener: Listener | None = None
@@ -180,11 +208,13 @@ class HttpConnection(asyncio.Protocol):
     @property
     def arrived(self) -> float | None:
         """When the last bytes read arrived: an `ArrivalTransport`'s `arrived` (`poll` makes
-        its connections so); None on a connection that does not know."""
-        arrived: float | None = getattr(self.transport, "arrived", None)
-        return arrived
+        its connections so) or, `plain`, when they were read; None on a connection that does
+        not know."""
+        return self.arrived_on(self.transport)
 
     def data_received(self, data: bytes) -> None:
+        if self.plain:
+            self.read_at = time.time()
         try:
             answers = self.responses.feed(data)
         except ConnectionClosed as exc:
@@ -271,7 +301,7 @@ class Publisher:
         self.conn.close()
 
 
-class HeldSubscriber(asyncio.Protocol):
+class HeldSubscriber(Timed):
     """A held NDJSON or SSE response: chunked transfer decoded (a body without it, as nchan
     sends, is read as it comes), events counted (or parsed)."""
 
@@ -281,7 +311,7 @@ class HeldSubscriber(asyncio.Protocol):
     def __init__(self, tally: Tally, terminator: bytes) -> None:
         self.tally = tally
         self.terminator = terminator
-        self.transport: ArrivalTransport | None = None
+        self.transport: asyncio.Transport | None = None
         self.buf = bytearray()
         self.headers_done = False
         self.chunked = True
@@ -289,15 +319,15 @@ class HeldSubscriber(asyncio.Protocol):
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, ArrivalTransport)  # made by `hold`
-        self.transport = transport
+        self.transport = cast(asyncio.Transport, transport)  # made by `hold`
 
     def arrival(self) -> float:
         """When the bytes being read arrived."""
-        assert self.transport is not None
-        return self.transport.arrived or self.tally.unstamped()
+        return self.arrived_on(self.transport) or self.tally.unstamped()
 
     def data_received(self, data: bytes) -> None:
+        if self.plain:
+            self.read_at = time.time()
         buf = self.buf
         buf += data
         if not self.headers_done and not self._headers():
@@ -378,6 +408,8 @@ class WebSocketSubscriber(HeldSubscriber):
     REQUEST = "WebSocket upgrade"
 
     def data_received(self, data: bytes) -> None:
+        if self.plain:
+            self.read_at = time.time()
         buf = self.buf
         buf += data
         if not self.headers_done and not self._headers():
@@ -498,6 +530,15 @@ class LongPoller:
             self.tally.error("long-poll: server closed the connection")
 
 
+class EncodedLongPoller(LongPoller):
+    """pushserver's long-poll with its cursor percent-encoded as `encodeURIComponent` writes it
+    (browsers, the JS and Java clients): `:` and `,` go as `%3A` and `%2C`."""
+
+    def request(self) -> bytes:
+        before, after = self.around
+        return before + quote(self.cursor, safe="").encode() + after
+
+
 Subscriber = HeldSubscriber | LongPoller
 Subscription = tuple[Subscriber, Callable[[], None]]
 
@@ -508,22 +549,29 @@ async def poll(
     timeout: float,
     source: str = "",
     keep: Collection[bytes] = (),
+    plain: bool = False,
 ) -> Subscription:
     """Start the long-poll loop `make` builds on a new connection (keeping the answers' headers
-    named in `keep`); returns it and its stop."""
+    named in `keep`; `plain`: timed when read); returns it and its stop."""
     at = Endpoint.parse(url)
-    _, conn = await open_arrival(lambda: HttpConnection(keep), at.host, at.port, source)
+    make_conn = lambda: HttpConnection(keep)  # noqa: E731
+    _, conn = await open_subscriber(make_conn, at.host, at.port, source, plain)
     poller = make(conn)
     poller.start(timeout)
     return poller, poller.stop
 
 
 async def hold(
-    url: str, make: Callable[[], HeldSubscriber], raw: bytes, source: str = ""
+    url: str,
+    make: Callable[[], HeldSubscriber],
+    raw: bytes,
+    source: str = "",
+    plain: bool = False,
 ) -> Subscription:
-    """Send the subscribe request `raw` on a new connection and wait for its response head."""
+    """Send the subscribe request `raw` on a new connection (`plain`: timed when read) and wait
+    for its response head."""
     at = Endpoint.parse(url)
-    held, sub = await open_arrival(make, at.host, at.port, source)
+    held, sub = await open_subscriber(make, at.host, at.port, source, plain)
     held.write(raw)
     await sub.ready
     return sub, held.close
@@ -537,13 +585,16 @@ async def subscribe(
     expect: int,
     poll_timeout: float = 60,
     source: str = "",
+    plain: bool = False,
+    encoded: bool = False,
 ) -> Subscription:
-    """Open one subscription (from the local address `source` when given); returns it and a
-    function that closes it."""
+    """Open one subscription (from the local address `source` when given; `plain`: timed when
+    read, on the loop's own transport; `encoded`: a long-poll's cursor percent-encoded);
+    returns it and a function that closes it."""
     if transport == "longpoll":
-        return await poll(
-            url, lambda conn: LongPoller(conn, channel, tally, expect), poll_timeout, source
-        )
+        poller = EncodedLongPoller if encoded else LongPoller
+        make = lambda conn: poller(conn, channel, tally, expect)  # noqa: E731
+        return await poll(url, make, poll_timeout, source, plain=plain)
     if transport == "ws":
         key = base64.b64encode(os.urandom(16)).decode()
         raw = get_request(
@@ -562,7 +613,7 @@ async def subscribe(
         factory = lambda: HeldSubscriber(tally, term)  # noqa: E731
     else:
         raise ValueError(f"unknown transport {transport!r}")
-    return await hold(url, factory, raw, source)
+    return await hold(url, factory, raw, source, plain)
 
 
 async def open_many(

@@ -38,7 +38,14 @@ class Bench:
     transports: list[str] = dataclasses.field(default_factory=list)
     """Experiment 9's transports under load; empty: long-poll and SSE."""
     client_cpus: frozenset[int] = frozenset()
-    """The CPUs the client processes may run on; empty: any."""
+    """The CPUs the tuned client's processes may run on; empty: any."""
+    clients: list[str] = dataclasses.field(default_factory=list)
+    """Experiment 9's measuring clients, `tuned` and/or `plain` (`versus.CLIENTS`); empty:
+    both."""
+    per_process: int = 5000
+    encode_cursor: bool = False
+    """Experiment 9: pushserver's long-poll cursor sent percent-encoded (`encodeURIComponent`)."""
+    """Experiments 9 and 10: subscribers per client process at most."""
 
     def size(self, full: int, quick: int) -> int:
         return quick if self.quick else full

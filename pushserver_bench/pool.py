@@ -27,6 +27,7 @@ from .client import (
     open_many,
     publish_request,
 )
+from .runnable import Runnable
 from .targets import Target
 
 CONTEXT = multiprocessing.get_context("forkserver")
@@ -44,7 +45,8 @@ class SubPlan:
     """What one client process subscribes to, and what it must receive (per subscriber).
 
     With `target`, subscribers speak that server's protocol (`url` is then unused); with
-    `source`, they connect from that local address (each 127.0.0.x has its own ports).
+    `source`, they connect from that local address (each 127.0.0.x has its own ports);
+    `plain`: they time their reads when they make them (the plain client, `arrival`).
     `expect` 0: receive until told to report."""
 
     url: str
@@ -55,6 +57,7 @@ class SubPlan:
     timeout: float = 60.0
     target: Target | None = None
     source: str = ""
+    plain: bool = False
 
 
 @dataclasses.dataclass
@@ -96,11 +99,14 @@ async def _hand_over(conn: Connection, report: dict[str, Any]) -> None:
 
 
 async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
-    tally = Tally(plan.parse)
+    runnable = Runnable() if plan.parse else None
+    tally = Tally(plan.parse, runnable)
     server = plan.target or Target.of("pushserver", plan.url)
     try:
         subs = await open_many(
-            lambda c: server.subscribe(plan.transport, c, tally, plan.expect, plan.source),
+            lambda c: server.subscribe(
+                plan.transport, c, tally, plan.expect, plan.source, plan.plain
+            ),
             plan.channels,
         )
     except Exception as exc:
@@ -114,6 +120,10 @@ async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
         await tally.reach(target, plan.timeout)
     else:
         await asyncio.sleep(0.2)
+    busiest = (0.0, 0.0)
+    if runnable is not None:
+        busiest = runnable.busiest(tally.spans)
+        runnable.close()
     await _hand_over(
         conn,
         {
@@ -123,6 +133,9 @@ async def _subscriber_main(plan: SubPlan, conn: Connection) -> None:
             "last": tally.last,
             "latencies": tally.latencies,
             "late": tally.late,
+            "waits": tally.waits,
+            "spans": tally.spans,
+            "runnable": busiest,
             "empty": tally.empty,
             "errors": tally.errors,
             "cpu": time.process_time() - cpu,

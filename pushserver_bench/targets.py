@@ -79,12 +79,14 @@ class NchanEventSource(HeldSubscriber):
 @dataclasses.dataclass(frozen=True)
 class Target:
     """`pub` and `sub`: the URL a channel name is appended to (pushserver: the server's root);
-    `poll_timeout`: how long pushserver holds a long-poll (`?timeout`; nchan's is configured)."""
+    `poll_timeout`: how long pushserver holds a long-poll (`?timeout`; nchan's is configured);
+    `encode_cursor`: pushserver's long-poll cursor sent percent-encoded, as browsers send it."""
 
     kind: str
     pub: str
     sub: str
     poll_timeout: float = 60
+    encode_cursor: bool = False
 
     @classmethod
     def of(cls, kind: str, url: str, pub: str = "", sub: str = "") -> Target:
@@ -115,21 +117,37 @@ class Target:
         return await Publisher.open(self.pub, (201,) if self.kind == "pushserver" else (201, 202))
 
     async def subscribe(
-        self, transport: str, channel: str, tally: Tally, expect: int, source: str = ""
+        self,
+        transport: str,
+        channel: str,
+        tally: Tally,
+        expect: int,
+        source: str = "",
+        plain: bool = False,
     ) -> Subscription:
-        """One `transport` subscriber of `channel`, from the local address `source` if given."""
+        """One `transport` subscriber of `channel`, from the local address `source` if given
+        (`plain`: the plain client's, timed when read)."""
         if self.kind == "pushserver":
             return await subscribe(
-                self.sub, transport, channel, tally, expect, self.poll_timeout, source
+                self.sub,
+                transport,
+                channel,
+                tally,
+                expect,
+                self.poll_timeout,
+                source,
+                plain,
+                self.encode_cursor,
             )
         path = self._path(self.sub, channel)
         if transport == "longpoll":
             make = lambda conn: NchanLongPoller(conn, path, tally, expect)  # noqa: E731
-            return await poll(self.sub, make, 60, source, NchanLongPoller.KEEP)
+            return await poll(self.sub, make, 60, source, NchanLongPoller.KEEP, plain)
         if transport != "sse":
             raise ValueError(f"nchan is measured on {TRANSPORTS}, not {transport!r}")
         raw = get_request(path, {"Accept": "text/event-stream"})
-        return await hold(self.sub, lambda: NchanEventSource(tally, b"}\n\n"), raw, source)
+        make_held = lambda: NchanEventSource(tally, b"}\n\n")  # noqa: E731
+        return await hold(self.sub, make_held, raw, source, plain)
 
     async def _nchan_subscribers(self, channel: str) -> int:
         """How many subscribers nchan holds on `channel` (0 before it exists)."""

@@ -27,7 +27,7 @@ from .pool import ClientPool, SubPlan, merge, spread
 from .stats import ms, percentile
 from .table import Table
 from .targets import Target
-from .versus import PER_PROCESS, crowded, judge, sources, unreachable
+from .versus import crowded, judge, sources, unreachable
 
 SIZES = (10_000, 19_800)
 """19,800: pushserver holds its open-file limit less 100 connections, and the 1→1 long-poll,
@@ -87,7 +87,7 @@ async def crowd_row(bench: Bench, target: Target, n: int) -> dict[str, Any]:
     """N long-polls held `HOLD` seconds, set polling together, timing out `ROUNDS` times
     while a 1→1 long-poll runs."""
     name = channel("crowd")
-    shares = spread(n, max(bench.processes, math.ceil(n / PER_PROCESS)))
+    shares = spread(n, max(bench.processes, math.ceil(n / bench.per_process)))
     held = crowd_target(target)
     plans = [
         SubPlan(held.sub, "longpoll", [name] * k, 0, False, 60, held, source)

@@ -7,16 +7,26 @@ per delivery (a long-poll's re-poll included) and its resident memory per held s
 from the server's processes in /proc (nginx: master and workers). Then the light loads: 1→1
 latency, server CPU per published message, fan-out to 100 SSE subscribers from 8 publishers.
 
-A delivery is timed by when its bytes arrived (the kernel's receive timestamp, `arrival`), so a
-client process that reads late does not add its delay. A row is invalid when the client, not
-the server, set its figure all the same: a client process busy for most of a core, or a
-long-poll message that waited on a re-poll the client sent late (published after the answer
-before it had arrived, and before the client polled again).
+Two measuring clients, side by side (`--client`). The tuned one times a delivery by when its
+bytes arrived (the kernel's receive timestamp, `arrival`), so a client process that reads late
+does not add its delay, and keeps to `--client-cpus`. The plain one measures as an independent
+client written with raw asyncio protocols does: the loop's own transports, a delivery timed
+when `data_received` is called, no CPU pinning. Both re-poll from the callback that read the
+answer, and both take the server's CPU from /proc over each step.
+
+A row is invalid when the client, not the server, set its figure all the same:
+- a long-poll message waited on a re-poll the client sent late: the server had begun answering
+  that message (its first arrival at any subscriber) before the client polled for it;
+- the tuned client: a client process busy for most of a core over the step;
+- the plain client: a client process runnable (running or waiting for a core) for most of the
+  time it read one message's answers, so its reads followed its own pace (`runnable`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import itertools
 import math
 import os
 import time
@@ -36,17 +46,20 @@ from .client import BenchError, Publisher, Tally, message_data
 from .context import Bench, channel
 from .machine import SERVER_PIDS
 from .pool import ClientPool, SubPlan, merge, spread
+from .runnable import MIN_WINDOW
 from .stats import ms, percentile, rate
 from .table import Table
 from .targets import TRANSPORTS, Target
 
 SIZES = (1000, 5000, 10_000, 19_900)
-PER_PROCESS = 5000
-"""Subscribers per client process at most: a quarter of its open files."""
+CLIENTS = ("tuned", "plain")
+"""The measuring clients: kernel receive timestamps and `--client-cpus`, or the plain one."""
 FAN_OUT_SUBSCRIBERS, FAN_OUT_PUBLISHERS = 100, 8
+_ADDRESSES = itertools.count()
 
 HELD_COLUMNS = [
     "transport",
+    "client",
     "subscribers",
     "messages",
     "publish s",
@@ -56,13 +69,16 @@ HELD_COLUMNS = [
     "server waited %",
     "client µs/delivery",
     "client busy %",
+    "client runnable %",
     "RSS KB/subscriber",
+    "late re-polls",
     "waited on client",
     "verdict",
 ]
 LIGHT_COLUMNS = [
     "measurement",
     "transport",
+    "client",
     "subscribers",
     "messages",
     "p50 ms",
@@ -124,10 +140,12 @@ async def unreachable(target: Target) -> str:
 
 
 def sources(target: Target, n: int) -> list[str]:
-    """A loopback source address per client process (the kernel's default off loopback)."""
+    """A loopback source address per client process (the kernel's default off loopback), each
+    step taking the next ones in turn (127.0.0.2 to .251), so a step's connections do not meet
+    the TIME_WAIT of the step before on the same address and destination."""
     if not target.endpoints[1].host.startswith("127."):
         return [""] * n
-    return [f"127.0.0.{2 + i % 250}" for i in range(n)]
+    return [f"127.0.0.{2 + next(_ADDRESSES) % 250}" for _ in range(n)]
 
 
 def judge(lost: int, errors: list[str], short: str = "", late: int = 0) -> str:
@@ -168,24 +186,57 @@ async def publish_n(publisher: Publisher, target: Target, name: str, n: int) -> 
         await publisher.send(target.publish(name, message_data()))
 
 
+def waited_on_client(reports: list[dict[str, Any]]) -> int:
+    """Long-poll messages that waited on the client: the server had begun answering the message
+    (its first arrival at any subscriber, in any process) before the client sent the poll that
+    fetched it. A message published before the client polled again, but whose answering began
+    after that poll went out, waited on the server's own queue, not on the client."""
+    begun: dict[float, float] = {}
+    for r in reports:
+        for sent, (first, _) in r["spans"].items():
+            begun[sent] = min(first, begun.get(sent, first))
+    waited = 0
+    for r in reports:
+        waits = r["waits"]
+        for i in range(0, len(waits), 2):
+            if waits[i + 1] > begun[waits[i]]:
+                waited += 1
+    return waited
+
+
+def outpaced(reports: list[dict[str, Any]]) -> tuple[float, str]:
+    """The largest share of one message's read window a client process was runnable, and why
+    the plain client's reads followed its own pace ("" when they did not)."""
+    share, sent = max((tuple(r["runnable"]) for r in reports), default=(0.0, 0.0))
+    if share * 100 < BUSY:
+        return share, ""
+    return share, (
+        f"a client process was running or waiting for a core {share:.0%} of the time it read "
+        f"the message sent at {time.strftime('%H:%M:%S', time.gmtime(sent))} UTC"
+    )
+
+
 async def held(
     bench: Bench,
     target: Target,
     server: Server,
     transport: str,
+    client: str,
     n: int,
     messages: int,
     per_s: float,
 ) -> dict[str, Any]:
-    """N subscribers of one channel, `messages` published at `per_s` a second (N up to 19,900:
-    pushserver holds its open-file limit less 100)."""
+    """N subscribers of one channel, measured by `client` (`CLIENTS`), `messages` published at
+    `per_s` a second (N up to 19,900: pushserver holds its open-file limit less 100)."""
     name = channel("vs")
-    shares = spread(n, max(bench.processes, math.ceil(n / PER_PROCESS)))
+    plain = client == "plain"
+    shares = spread(n, max(bench.processes, math.ceil(n / bench.per_process)))
     plans = [
-        SubPlan(target.sub, transport, [name] * k, messages, True, 60, target, source)
+        SubPlan(target.sub, transport, [name] * k, messages, True, 60, target, source, plain)
         for k, source in zip(shares, sources(target, len(shares)), strict=True)
     ]
-    async with ClientPool(plans, bench.client_cpus) as crowd:
+    cpus = frozenset() if plain else bench.client_cpus
+    async with ClientPool(plans, cpus) as crowd:
         await target.wait_subscribed(name, n)
         rss = server.per_subscriber(n)
         publisher = await target.publisher()
@@ -205,12 +256,15 @@ async def held(
     report = merge(reports)
     lost = report["expected"] - report["received"]
     busy = busiest(reports, start)
+    runnable, hurried = outpaced(reports)
     received = max(1, report["received"])
-    short = crowded(busy, report["cpu"], report["last"] - start, bench.client_cpus)
-    verdict = judge(lost, report["errors"], short, report["late"])
+    short = hurried if plain else crowded(busy, report["cpu"], report["last"] - start, cpus)
+    late = waited_on_client(reports)
+    verdict = judge(lost, report["errors"], short, late)
     return {
         "row": [
             transport,
+            client,
             n,
             messages,
             published,
@@ -220,31 +274,34 @@ async def held(
             100 * waited / wall,
             1e6 * report["cpu"] / received,
             100 * busy,
+            100 * runnable if runnable else "n/a",
             rss,
             report["late"],
+            late,
             verdict,
         ],
         "lost": lost,
-        "errors": [] if verdict == "valid" else [f"{transport} x {n:,}: {verdict}"],
+        "errors": [] if verdict == "valid" else [f"{transport} x {n:,} ({client}): {verdict}"],
     }
 
 
 async def one_to_one(
-    target: Target, server: Server, transport: str, messages: int
+    target: Target, server: Server, transport: str, client: str, messages: int
 ) -> tuple[list[Any], int, list[str]]:
-    """1→1: the next message published once the last one arrived."""
+    """1→1, measured by `client`: the next message published once the last one arrived."""
     name = channel("vs1")
     tally = Tally(parse=True)
-    _, close = await target.subscribe(transport, name, tally, messages)
+    plain = client == "plain"
+    _, close = await target.subscribe(transport, name, tally, messages, plain=plain)
     publisher = await target.publisher()
     try:
         await target.wait_subscribed(name, 1)
-        cpu, client = server.cpu(), time.process_time()
+        cpu, own = server.cpu(), time.process_time()
         for i in range(1, messages + 1):
             await publisher.send(target.publish(name, message_data()))
             if not await tally.reach(i, 10):
                 break
-        server_cpu, client_cpu = server.cpu() - cpu, time.process_time() - client
+        server_cpu, client_cpu = server.cpu() - cpu, time.process_time() - own
     finally:
         publisher.close()
         close()
@@ -254,6 +311,7 @@ async def one_to_one(
         [
             "1→1 latency",
             transport,
+            client,
             1,
             messages,
             ms(percentile(tally.latencies, 0.5)),
@@ -279,6 +337,7 @@ async def publish_cost(target: Target, server: Server, messages: int) -> list[An
         publisher.close()
     return [
         "publish, no subscriber",
+        "",
         "",
         0,
         messages,
@@ -325,6 +384,7 @@ async def fan_out(
         [
             "fan-out, 8 publishers",
             "sse",
+            "tuned",
             FAN_OUT_SUBSCRIBERS,
             messages,
             "",
@@ -349,9 +409,32 @@ def light_row(table: Table, result: tuple[list[Any], int, list[str]]) -> None:
     table.add(*row, lost=lost, errors=[*invalid, *errors])
 
 
+async def held_row(
+    bench: Bench,
+    table: Table,
+    target: Target,
+    server: Server,
+    step: tuple[str, str, int],
+    messages: int,
+    per_s: float,
+) -> None:
+    """One row of held subscribers (`step`: transport, client, subscribers); a step that fails
+    is an invalid row, and the next may still run."""
+    transport, client, n = step
+    try:
+        result = await held(bench, target, server, transport, client, n, messages, per_s)
+    except (BenchError, OSError, RuntimeError) as exc:
+        failed = f"INVALID: {type(exc).__name__}: {exc}"
+        row = [transport, client, n, messages, *[""] * (len(HELD_COLUMNS) - 5), failed]
+        table.add(*row, lost=n * messages, errors=[f"{transport} x {n:,} ({client}): {failed}"])
+        return
+    table.add(*result["row"], lost=result["lost"], errors=result["errors"])
+
+
 async def run(bench: Bench) -> list[Table]:
     with bench.server() as url:
         target = Target.of(bench.target, url, bench.pub_url, bench.sub_url)
+        target = dataclasses.replace(target, encode_cursor=bench.encode_cursor)
         where = f"{target.kind} (publish {target.pub}, subscribe {target.sub})"
         loads = Table(9, f"held subscribers under load: {where}", HELD_COLUMNS)
         light = Table(9, f"1→1, publish cost, fan-out: {where}", LIGHT_COLUMNS)
@@ -365,26 +448,28 @@ async def run(bench: Bench) -> list[Table]:
         server = Server(pids)
         sizes = bench.subscribers or ([200] if bench.quick else list(SIZES))
         messages, per_s = bench.size(20, 4), 2.0 if not bench.quick else 10.0
+        clients = bench.clients or list(CLIENTS)
         loads.notes += [
             f"one channel; {messages} messages of 100 bytes at {per_s:g}/s per step; worst = "
-            "publish→arrival (the kernel's receive timestamp) over every subscriber; waited on "
-            "client = messages published before a long-poll client's late re-poll",
+            "publish→arrival over every subscriber; client: tuned = arrival is the kernel's "
+            "receive timestamp, client processes kept to --client-cpus if given; plain = arrival "
+            "is when data_received is called, on the loop's own transports, no pinning",
+            "late re-polls = long-poll messages published after the answer before them arrived "
+            "and before the client polled again; waited on client = those the server had begun "
+            "answering (first arrival anywhere) before that poll went out",
             f"server CPU and RSS from /proc of PIDs {pids}; server waited = the share of the "
             "step its processes were ready to run but had no core (their run-queue wait, summed); "
-            "client CPU: every client process; RSS per subscriber: over the RSS at the start, n/a "
-            "after a step that held as many",
+            "client CPU: every client process; client busy = the busiest client process's CPU "
+            "over the step; client runnable = the largest share of one message's read window "
+            f"(at least {MIN_WINDOW * 1000:g} ms) a client process ran or waited for a core; RSS "
+            "per subscriber: over the RSS at the start, n/a after a step that held as many",
             f"1-minute load average at the start: {os.getloadavg()[0]:.2f}",
         ]
         for transport in bench.transports or TRANSPORTS:
             for n in sizes:
-                try:
-                    step = await held(bench, target, server, transport, n, messages, per_s)
-                except (BenchError, OSError, RuntimeError) as exc:  # the next size may still run
-                    failed = f"INVALID: {type(exc).__name__}: {exc}"
-                    row = [transport, n, messages, *[""] * (len(HELD_COLUMNS) - 4), failed]
-                    loads.add(*row, lost=n * messages, errors=[f"{transport} x {n:,}: {failed}"])
-                    continue
-                loads.add(*step["row"], lost=step["lost"], errors=step["errors"])
+                for client in clients:
+                    step = (transport, client, n)
+                    await held_row(bench, loads, target, server, step, messages, per_s)
         light.notes += [
             "1→1: the next message published once the last arrived; publish: one POST per "
             f"message, keep-alive; fan-out: {FAN_OUT_SUBSCRIBERS} SSE subscribers over "
@@ -393,7 +478,9 @@ async def run(bench: Bench) -> list[Table]:
             f"1-minute load average at the start: {os.getloadavg()[0]:.2f}",
         ]
         for transport in TRANSPORTS:
-            light_row(light, await one_to_one(target, server, transport, bench.size(2000, 20)))
+            for client in clients:
+                result = await one_to_one(target, server, transport, client, bench.size(2000, 20))
+                light_row(light, result)
         light.add(*await publish_cost(target, server, bench.size(5000, 50)))
         light_row(light, await fan_out(bench, target, server, bench.size(3000, 20)))
     return [loads, light]

@@ -5,7 +5,7 @@ from typing import NoReturn
 
 from pushserver_measure.extras import run
 
-PROVIDES = ("locust", "gevent", "psutil")
+PROVIDES = ("locust", "gevent", "psutil", "hdrh", "numpy")
 
 
 def main() -> NoReturn:

@@ -18,7 +18,9 @@ from typing import Any
 
 import gevent
 
-from pushserver_burnin.histogram import Histogram
+from pushserver_burnin.churn import Churner, DropHook
+from pushserver_burnin.faults import FaultRun
+from pushserver_burnin.histogram import Latencies
 from pushserver_burnin.preflight import server_problem
 from pushserver_burnin.probe import ProbeProcess
 from pushserver_burnin.progress import progress_line
@@ -36,6 +38,7 @@ from pushserver_burnin.results import FORMAT, TOOL, ResultsWriter
 from pushserver_burnin.settings import (
     DRAIN_GRACE,
     PUBLISHER_MIN_RATE,
+    RUNNER_ENV,
     Settings,
     recorded_command,
 )
@@ -45,6 +48,18 @@ from pushserver_measure.machine import machine_info
 from pushserver_measure.verdict import Point, verdict
 
 _POLL = 0.05
+IDLE_FIGURES = ("rss_bytes", "channels", "messages_in", "history_size", "uptime")
+"""What the header records of the server before the first subscriber: the memory baseline,
+and whether the server was fresh (nothing published, no channel held)."""
+
+
+def idle_figures(stats: dict[str, Any]) -> dict[str, Any]:
+    figures = {key: stats.get(key) for key in IDLE_FIGURES}
+    connections = stats.get("connections")
+    figures["connections"] = (
+        connections.get("total") if isinstance(connections, dict) else connections
+    )
+    return figures
 
 
 class TimeUp(Exception):
@@ -72,6 +87,7 @@ class Controller:
         book: StepBook,
         distributed: bool,
         on_publish: PublishHook | None = None,
+        on_churn: DropHook | None = None,
     ) -> None:
         self.settings = settings
         self.host = host
@@ -94,6 +110,11 @@ class Controller:
         self.started = time.time()
         self.deadline = time.monotonic() + settings.max_minutes * 60
         self.greenlet: gevent.Greenlet | None = None
+        self.churner = Churner(settings.churn, self._held, on_churn or (lambda shares: None))
+        self.faults = {fault.step: fault.command for fault in settings.faults}
+
+    def _held(self) -> dict[str, int]:
+        return {name: node.established for name, node in self.book.nodes.items()}
 
     def start(self) -> None:
         self.greenlet = gevent.spawn(self._run)
@@ -129,7 +150,7 @@ class Controller:
 
     def _invalid_start(self, problem: str) -> tuple[str, str]:
         now = time.time()
-        empty = Histogram().summary()
+        empty = Latencies().summary()
         self._write_step(
             {
                 "kind": "step",
@@ -170,10 +191,10 @@ class Controller:
                 "ended": time.time(),
             }
         )
-        if announce:
+        if announce and not os.environ.get(RUNNER_ENV):  # else pushserver-burnin says it last
             print(f"burn-in finished ({reason}): {message}", flush=True)
-            print(f"verdict: {answer}", flush=True)
             print(f"results: {self.writer.path}", flush=True)
+            print(f"verdict: {answer}", flush=True)
         self.publisher.close()
         if self.probe is not None:
             self.probe.stop()
@@ -202,7 +223,7 @@ class Controller:
                 "settings": settings,
                 "machine": machine_info(),
                 "started": self.started,
-                "server_idle": {"rss_bytes": stats.get("rss_bytes")} if stats else None,
+                "server_idle": idle_figures(stats) if stats else None,
             }
         )
 
@@ -279,20 +300,29 @@ class Controller:
                 uncounted = 1
         first = self._snapshot()
         started = time.time()
-        result = self.publisher.publish_step(step, channels, uncounted, s.rate, s.step_seconds)
-        expected = result.messages * per_message
-        counts = self.book.step(step)
-        drained = self._wait(
-            lambda: counts.delivered >= expected and self._probe_done(step, result),
-            s.ceiling + DRAIN_GRACE,
-        )
-        gevent.sleep(0.3)  # one more round of worker reports, for late duplicates
+        fault = FaultRun(self.faults[step]) if step in self.faults else None
+        self.churner.start()
+        try:
+            result = self.publisher.publish_step(step, channels, uncounted, s.rate, s.step_seconds)
+            expected = result.messages * per_message
+            counts = self.book.step(step)
+            drained = self._wait(
+                lambda: counts.delivered >= expected and self._probe_done(step, result),
+                s.ceiling + DRAIN_GRACE,
+            )
+            if fault is not None:
+                fault.wait(max(0.0, self.deadline - time.monotonic()))
+            gevent.sleep(0.3)  # one more round of worker reports, for late duplicates
+        finally:
+            churn_asked = self.churner.stop()
+            if fault is not None:
+                fault.stop()
         last = self._snapshot()
         probe = self.book.probe.get(step) if self.probe is not None else None
         problems = []
         if subscribers < target:
             problems.append(f"only {subscribers} of {target} subscribers connected")
-        if result.errors:
+        if result.errors and fault is None:  # during a fault, failed publishes are its effect
             problems.append(f"{result.errors} publish requests failed, first {result.first_error}")
         if not expected and not problems:
             problems.append("no delivery was expected: nothing was published")
@@ -310,20 +340,25 @@ class Controller:
             "duplicates": counts.duplicates,
             "reconnects": counts.reconnects,
             "missed": counts.missed,
+            "churned": counts.churned,
+            "churn_asked": churn_asked,
             "drained": drained,
             "latency": {
                 "publish": result.round_trip.summary(),
                 "fanout": counts.fanout.summary(),
-                "e2e": counts.e2e.summary(),
+                "e2e": counts.all_e2e().summary(),
             },
             "probe": None
             if probe is None
             else {"fanout": probe.fanout.summary(), "e2e": probe.e2e.summary()},
+            "windows": counts.timeline(),
             "publisher": {
                 "rate_kept": result.kept_rate,
                 "errors": result.errors,
                 "rounds": result.ticks,
+                "late": result.late.summary(with_histogram=False),
             },
+            "fault": None if fault is None else fault.record(result, s.rate, step, self.book.first),
             "server": server_figures(first, last),
             "loadgen": loadgen_figures(first, last, counts.delivered),
             "invalid": "; ".join(problems) or None,

@@ -1,8 +1,15 @@
-"""Log-bucketed latency histogram.
+"""Latency of one leg as an HdrHistogram: mergeable across processes and runs, readable by
+other tools in HdrHistogram's standard compressed base64 form.
 
-Workers cannot ship every sample to the master at tens of thousands of deliveries a second, so
-each process counts samples in buckets 1 % wide and the master merges the buckets; percentiles
-are then exact to about 1 %, the worst case and the mean exactly.
+A delivery only appends its latency to a list: tens of thousands of deliveries a second go
+through one Locust process, and recording each into an HdrHistogram (pure Python) or encoding
+a histogram at every report would double what a delivery costs it. So each process counts its
+samples in HdrHistogram's own buckets, in batches with numpy: rounded to microseconds and to
+the histogram's resolution (HdrHistogram's lowest equivalent value: the same bucket), then
+counted per distinct value. Those sparse bucket counts are what travels to the master, which
+adds them up and builds the step's HdrHistogram from them, one `record_value` per distinct
+value: the histogram that recording every sample would give. Count, sum and worst case are
+kept exactly beside it.
 """
 
 from __future__ import annotations
@@ -10,68 +17,102 @@ from __future__ import annotations
 import math
 from typing import Any
 
-_FLOOR = 1e-6  # seconds; anything faster lands in bucket 0
-_LOG_BASE = math.log(1.01)
+import numpy as np
+from hdrh.histogram import HdrHistogram
+
+US = 1e6
+LOWEST_US = 1
+HIGHEST_US = 3600 * 1_000_000  # an hour: anything later is recorded as an hour
+DIGITS = 2  # significant digits: values exact to 1 %, as the percentiles need
+_SUB_BUCKET_BITS = 8  # 2 * 10**DIGITS rounded up to a power of two: 256 values per bucket
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 
-class Histogram:
-    """Counts of latencies (seconds) in buckets 1 % wide, plus exact count, sum and maximum."""
+def new_hdr() -> HdrHistogram:
+    return HdrHistogram(LOWEST_US, HIGHEST_US, DIGITS)
 
-    __slots__ = ("buckets", "count", "total", "worst")
+
+def bucketed(seconds: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct microsecond values at the histogram's resolution, and how many of each."""
+    micros = np.clip(np.rint(np.asarray(seconds, dtype=float) * US), LOWEST_US, HIGHEST_US)
+    values = micros.astype(np.int64)
+    shift = np.maximum(0, np.floor(np.log2(values)).astype(np.int64) + 1 - _SUB_BUCKET_BITS)
+    return np.unique((values >> shift) << shift, return_counts=True)
+
+
+class Latencies:
+    """One leg's latencies (seconds): HdrHistogram bucket counts (µs), exact count, sum, worst."""
+
+    __slots__ = ("buckets", "count", "pending", "total", "worst")
 
     def __init__(self) -> None:
-        self.buckets: dict[int, int] = {}
+        self.pending: list[float] = []  # samples not counted yet: `add` is the hot path
+        self.buckets: dict[int, int] = {}  # HdrHistogram's lowest equivalent value (µs): count
         self.count = 0
         self.total = 0.0
         self.worst = -math.inf
 
-    def add(self, value: float) -> None:
-        index = int(math.log(value / _FLOOR) / _LOG_BASE) if value > _FLOOR else 0
-        self.buckets[index] = self.buckets.get(index, 0) + 1
-        self.count += 1
-        self.total += value
-        if value > self.worst:
-            self.worst = value
+    def add(self, seconds: float) -> None:
+        self.pending.append(seconds)
 
-    def merge(self, other: Histogram) -> None:
-        for index, n in other.buckets.items():
-            self.buckets[index] = self.buckets.get(index, 0) + n
+    def fold(self) -> None:
+        """Count the pending samples into their buckets."""
+        if not self.pending:
+            return
+        pending, self.pending = self.pending, []
+        self.count += len(pending)
+        self.total += math.fsum(pending)
+        self.worst = max(self.worst, max(pending))
+        values, counts = bucketed(pending)
+        self._add_buckets(values.tolist(), counts.tolist())
+
+    def _add_buckets(self, values: list[int], counts: list[int]) -> None:
+        buckets = self.buckets
+        for value, n in zip(values, counts, strict=True):
+            buckets[value] = buckets.get(value, 0) + n
+
+    def merge(self, other: Latencies) -> None:
+        other.fold()
+        self.fold()
+        self._add_buckets(list(other.buckets), list(other.buckets.values()))
         self.count += other.count
         self.total += other.total
         self.worst = max(self.worst, other.worst)
 
-    def percentile(self, fraction: float) -> float | None:
-        """The value below which `fraction` of the samples lie (bucket mid-point, at most worst)."""
-        if not self.count:
-            return None
-        rank = max(1, math.ceil(fraction * self.count))
-        seen = 0
-        for index in sorted(self.buckets):
-            seen += self.buckets[index]
-            if seen >= rank:
-                return min(_FLOOR * math.exp((index + 0.5) * _LOG_BASE), self.worst)
-        return self.worst
+    def hdr(self) -> HdrHistogram:
+        """The HdrHistogram of every sample so far."""
+        self.fold()
+        hdr = new_hdr()
+        for value, n in self.buckets.items():
+            hdr.record_value(value, n)
+        return hdr
 
-    def summary(self) -> dict[str, float | int | None]:
-        """The results-file shape of one latency leg."""
-        if not self.count:
-            return {"worst": None, "p50": None, "p90": None, "p99": None, "mean": None, "count": 0}
-        return {
-            "worst": self.worst,
-            "p50": self.percentile(0.50),
-            "p90": self.percentile(0.90),
-            "p99": self.percentile(0.99),
-            "mean": self.total / self.count,
-            "count": self.count,
-        }
+    def summary(self, with_histogram: bool = True) -> dict[str, Any]:
+        """The results-file shape of one latency leg; with `with_histogram`, the histogram in
+        HdrHistogram's standard compressed base64 form (µs) as `hdr`."""
+        self.fold()
+        shape: dict[str, Any] = {"worst": None, **dict.fromkeys(PERCENTILES), "mean": None}
+        shape["count"] = self.count
+        if self.count:
+            hdr = self.hdr()
+            shape["worst"] = self.worst
+            for name, percent in PERCENTILES.items():
+                shape[name] = min(hdr.get_value_at_percentile(percent) / US, self.worst)
+            shape["mean"] = self.total / self.count
+            if with_histogram:
+                shape["hdr"] = hdr.encode().decode("ascii")
+        elif with_histogram:
+            shape["hdr"] = None
+        return shape
 
     def to_wire(self) -> list[Any]:
-        """A msgpack-friendly form (no int dict keys) for worker-to-master messages."""
-        return [list(self.buckets.items()), self.count, self.total, self.worst]
+        """A msgpack-friendly form for worker-to-master messages: the sparse bucket counts."""
+        self.fold()
+        return [list(self.buckets), list(self.buckets.values()), self.count, self.total, self.worst]
 
     @classmethod
-    def from_wire(cls, wire: list[Any]) -> Histogram:
-        hist = cls()
-        pairs, hist.count, hist.total, hist.worst = wire
-        hist.buckets = {int(index): int(n) for index, n in pairs}
-        return hist
+    def from_wire(cls, wire: list[Any]) -> Latencies:
+        latencies = cls()
+        values, counts, latencies.count, latencies.total, latencies.worst = wire
+        latencies._add_buckets(values, counts)
+        return latencies

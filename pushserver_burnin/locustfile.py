@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import signal
 from argparse import Namespace
+from collections.abc import Mapping
 from typing import Any
 
 import gevent
@@ -19,14 +21,21 @@ from locust import LoadTestShape, User, constant, events, runners, task
 from locust.env import Environment
 from locust.runners import MasterRunner, WorkerRunner
 
+from pushserver_burnin import churn
 from pushserver_burnin.controller import Controller, crowd_channel, own_channel
-from pushserver_burnin.settings import add_locust_arguments, from_locust_options, new_run_id
-from pushserver_burnin.subscribers import TRANSPORTS
+from pushserver_burnin.settings import (
+    SOURCE_IP_ENV,
+    add_locust_arguments,
+    from_locust_options,
+    new_run_id,
+)
+from pushserver_burnin.subscribers import TRANSPORTS, Subscriber
 from pushserver_burnin.tally import StepBook, Tally
 from pushserver_measure.http11 import Endpoint
 from pushserver_measure.tuning import quiet_gc, raise_open_files_limit
 
 REPORT = "burnin_report"
+CHURN = "burnin_churn"  # master to a subscriber process: drop this many subscribers
 REPORT_INTERVAL = 0.25
 WORKER_SILENCE = 30  # heartbeats (s) a worker may miss before the master drops it
 
@@ -57,6 +66,7 @@ class _State:
         self.reporter: gevent.Greenlet | None = None
         self.fixed_run_id = ""
         self.channel_numbers = itertools.count()
+        self.live: set[Subscriber] = set()  # this process's subscribers, for --churn
 
 
 state = _State()
@@ -92,16 +102,19 @@ def _init(environment: Environment, **_: Any) -> None:
     runner = environment.runner
     if environment.parsed_options is not None:
         state.fixed_run_id = environment.parsed_options.burnin_run_id
+    if runner is not None and not isinstance(runner, MasterRunner):
+        runner.register_message(CHURN, lambda msg, **_: churn.drop(state.live, int(msg.data)))
     if runner is not None and not isinstance(runner, WorkerRunner):
         runner.register_message(REPORT, lambda msg, **_: state.book.merge(msg.node_id, msg.data))
         # Headless Locust installs its own SIGTERM handler only after a shape test ends, so
         # until then SIGTERM would kill the master without an end line and orphan the probe.
-        gevent.signal_handler(signal.SIGTERM, _terminated, environment)
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            gevent.signal_handler(signum, _terminated, environment, signum)
 
 
-def _terminated(environment: Environment) -> None:
+def _terminated(environment: Environment, signum: int) -> None:
     if state.controller is not None and not state.controller.finished:
-        state.controller.abort("stopped by SIGTERM")
+        state.controller.abort(f"stopped by {signal.Signals(signum).name}")
     if environment.runner is not None:
         environment.runner.quit()
 
@@ -157,6 +170,9 @@ def _test_stopping(environment: Environment, **_: Any) -> None:
 
 def _source_ip(environment: Environment, choice: str, endpoint: Endpoint) -> str | None:
     """Per-worker loopback source address, so each worker has its own ephemeral ports."""
+    own = os.environ.get(SOURCE_IP_ENV)
+    if own:
+        return own
     if choice == "none":
         return None
     if choice != "auto":
@@ -185,7 +201,11 @@ class BurninSubscriber(User):
             channel = own_channel(run_id, node, next(state.channel_numbers))
         source_ip = _source_ip(self.environment, options.burnin_source_ip, endpoint)
         subscriber = TRANSPORTS[options.burnin_transport](endpoint, channel, state.tally, source_ip)
-        subscriber.run()
+        state.live.add(subscriber)
+        try:
+            subscriber.run()
+        finally:
+            state.live.discard(subscriber)
 
 
 class BurninShape(LoadTestShape):
@@ -225,6 +245,12 @@ def _start_controller(environment: Environment) -> Controller:
             context={},
         )
 
-    controller = Controller(settings, _host(environment), state.book, distributed, published)
+    def dropping(shares: Mapping[str, int]) -> None:
+        for node, count in shares.items():
+            _runner(environment).send_message(CHURN, count, client_id=node)
+
+    controller = Controller(
+        settings, _host(environment), state.book, distributed, published, dropping
+    )
     controller.start()
     return controller

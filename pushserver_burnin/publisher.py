@@ -3,6 +3,11 @@
 It runs on the Locust master (or alone with the probe), never among busy subscribers: a
 publisher that falls behind lowers the load and makes latency look better than it is, so the
 rate it actually kept is measured and reported.
+
+Coordinated omission is corrected the wrk2 way: each message carries its planned time (when the
+fixed rate says it is due), not the time a late publisher got round to sending it, so every
+latency measured from it (the publish round trip, end-to-end at every subscriber) includes the
+publisher's own delay. How late the publisher was is recorded apart (`late`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import gevent
 import orjson
 from gevent.pool import Pool
 
-from pushserver_burnin.histogram import Histogram
+from pushserver_burnin.histogram import Latencies
 from pushserver_measure.http11 import Connection, ConnectionClosed, Endpoint
 
 BATCH_LIMIT = 1000  # items per POST /pub, the protocol's maximum
@@ -30,7 +35,10 @@ class PublishResult:
     messages: int = 0  # messages the server accepted, crowd channels only
     errors: int = 0
     first_error: str = ""  # what the first failed request said, for the step's `invalid`
-    round_trip: Histogram = field(default_factory=Histogram)
+    began: float = 0.0  # epoch s: message seq is planned at began + seq / rate
+    failed: set[int] = field(default_factory=set)  # seqs of which a publish request failed
+    round_trip: Latencies = field(default_factory=Latencies)  # from the planned time
+    late: Latencies = field(default_factory=Latencies)  # request sent - planned time
 
     @property
     def kept_rate(self) -> float:
@@ -39,6 +47,16 @@ class PublishResult:
 
 
 PublishHook = Callable[[float, int, BaseException | None], None]
+
+
+@dataclass(frozen=True)
+class Tick:
+    """One round: message `seq` of `step`, due at `planned` (monotonic) = `planned_epoch`."""
+
+    step: int
+    seq: int
+    planned: float
+    planned_epoch: float
 
 
 class Publisher:
@@ -61,23 +79,23 @@ class Publisher:
     ) -> PublishResult:
         """Publish step `step` for `seconds`; the last `uncounted` channels (the probe's) do
         not count in `messages`."""
-        result = PublishResult(due=max(1, math.floor(rate * seconds + 1e-9)))
+        result = PublishResult(due=max(1, math.floor(rate * seconds + 1e-9)), began=time.time())
         counted = len(channels) - uncounted
         start = time.monotonic()
         for seq in range(result.due):
-            delay = start + seq / rate - time.monotonic()
+            planned = start + seq / rate
+            delay = planned - time.monotonic()
             if delay > 0:
                 gevent.sleep(delay)
             if time.monotonic() - start >= seconds + 1 / rate:
                 break  # so far behind that the step is over: what was not sent is not due
-            accepted = self._tick(step, seq, channels, counted, result)
+            tick = Tick(step, seq, planned, result.began + seq / rate)
+            accepted = self._tick(tick, channels, counted, result)
             result.messages += accepted
             result.ticks += 1
         return result
 
-    def _tick(
-        self, step: int, seq: int, channels: list[str], counted: int, result: PublishResult
-    ) -> int:
+    def _tick(self, tick: Tick, channels: list[str], counted: int, result: PublishResult) -> int:
         """One round to every channel; returns how many counted messages the server accepted."""
         jobs: list[tuple[int, str, list[str] | None]]
         if len(channels) == 1:
@@ -90,11 +108,11 @@ class Publisher:
 
         def send(job: tuple[int, str, list[str] | None], conn: Connection) -> int:
             at, path, batch = job
-            sent_at = time.time()
-            data = {"t": sent_at, "step": step, "seq": seq}
+            data = {"t": tick.planned_epoch, "step": tick.step, "seq": tick.seq}
             items = data if batch is None else [{"channel": c, "data": data} for c in batch]
             body = orjson.dumps(items)
-            begun = time.perf_counter()
+            begun = time.monotonic()
+            result.late.add(max(0.0, begun - tick.planned))
             error: BaseException | None = None
             try:
                 head, answer = conn.request("POST", path, body, self.headers)
@@ -103,14 +121,15 @@ class Publisher:
             except (OSError, ConnectionClosed) as exc:
                 error = exc
                 conn.close()
-            elapsed = time.perf_counter() - begun
+            now = time.monotonic()
             if self.on_request is not None:
-                self.on_request(elapsed, len(body), error)
+                self.on_request(now - begun, len(body), error)
             if error is not None:
                 result.errors += 1
+                result.failed.add(tick.seq)
                 result.first_error = result.first_error or f"{path}: {error!r}"
                 return 0
-            result.round_trip.add(elapsed)
+            result.round_trip.add(now - tick.planned)
             size = 1 if batch is None else len(batch)
             return max(0, min(at + size, counted) - at)
 

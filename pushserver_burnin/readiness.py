@@ -29,6 +29,7 @@ def serve(
     on_data: Callable[[bytes, float], None],
     idle_timeout: float,
     stamped: bool = False,
+    failed: AsyncResult | None = None,
 ) -> None:
     """Feed the socket's bytes to `on_data` with when they came (epoch seconds) until it fails;
     raise what failed.
@@ -37,9 +38,11 @@ def serve(
     `pushserver_measure.timestamps`), when the kernel received the last of them: a read late
     because this process waited for a core is then timed as it arrived. `on_data` runs inside
     the hub, so it must never block; whatever it raises ends the connection and is raised here.
-    Silence longer than `idle_timeout` (heartbeats missed) raises ConnectionClosed.
+    Silence longer than `idle_timeout` (heartbeats missed) raises ConnectionClosed. An exception
+    set on `failed` from outside ends the connection the same way (a drop on purpose).
     """
-    failed: AsyncResult = AsyncResult()
+    if failed is None:
+        failed = AsyncResult()
     last_read = time.monotonic()
     fd = sock.fileno()
 

@@ -67,6 +67,7 @@ def server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
         "cpu_wait_percent": _percent(first.server_clock, last.server_clock, "wait"),
         "rss_bytes": stats.get("rss_bytes"),
         "connections": connections,
+        "channels": stats.get("channels"),
     }
 
 

@@ -21,6 +21,24 @@ DRAIN_GRACE = 3.0  # seconds after the ceiling before undelivered messages count
 
 
 @dataclass(frozen=True)
+class Fault:
+    """`--fault STEP:COMMAND`: a shell command run when step STEP starts publishing."""
+
+    step: int
+    command: str
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        step, colon, command = text.partition(":")
+        if not colon or not step.strip().isdigit() or int(step) < 1 or not command.strip():
+            raise ValueError(f"--fault must be STEP:COMMAND (a step from 1), got {text!r}")
+        return cls(int(step), command)
+
+    def __str__(self) -> str:
+        return f"{self.step}:{self.command}"
+
+
+@dataclass(frozen=True)
 class Settings:
     """One run's settings; defaults live in OPTIONS below."""
 
@@ -41,8 +59,10 @@ class Settings:
     run_id: str
     publish_key: str
     source_ip: str
+    churn: float
     probe: bool
     workers: int
+    faults: tuple[Fault, ...] = ()
 
     def counts(self) -> list[int]:
         """Subscriber counts of successive steps: +step each, or times --factor when set."""
@@ -84,7 +104,12 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("run-id", str, "", "run id (default: a new one)"),
     ("publish-key", str, os.environ.get("PUSHSERVER_PUBLISH_KEY", ""), "server publish key"),
     ("source-ip", str, "auto", "local address of subscriber sockets: auto, none or an IP"),
+    ("churn", float, 0.0, "subscribers dropped and resumed from their cursors per second"),
 ]
+FAULT_HELP = (
+    "run this shell command when step STEP starts publishing (repeatable), e.g. "
+    "'3:systemctl restart redis'"
+)
 
 
 def add_locust_arguments(parser: Any) -> None:
@@ -95,6 +120,9 @@ def add_locust_arguments(parser: Any) -> None:
     parser.add_argument(
         "--burnin-no-probe", action="store_true", help="do not start the probe subscriber"
     )
+    parser.add_argument(
+        "--burnin-fault", action="append", default=[], metavar="STEP:COMMAND", help=FAULT_HELP
+    )
 
 
 def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
@@ -102,24 +130,40 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
         if name != "test":
             parser.add_argument(f"--{name}", type=kind, default=default, help=text)
     parser.add_argument("--no-probe", action="store_true", help="no independent probe subscriber")
+    parser.add_argument(
+        "--fault", action="append", default=[], metavar="STEP:COMMAND", help=FAULT_HELP
+    )
 
 
-def build(lookup: Callable[[str], Any], probe: bool, workers: int) -> Settings:
-    """Validated settings from any source that answers by attribute name (e.g. "step_seconds")."""
+def build(
+    lookup: Callable[[str], Any], probe: bool, workers: int, faults: list[str] | None = None
+) -> Settings:
+    """Validated settings from any source that answers by attribute name (e.g. "step_seconds");
+    ValueError names the first bad one."""
     values = {name.replace("-", "_"): lookup(name.replace("-", "_")) for name, *_ in OPTIONS}
-    settings = Settings(**values, probe=probe, workers=workers)
+    parsed = tuple(Fault.parse(text) for text in faults or [])
+    settings = Settings(**values, probe=probe, workers=workers, faults=parsed)
     validate(settings)
     return settings
 
 
 def from_locust_options(options: Any, workers: int = 0) -> Settings:
     return build(
-        lambda attr: getattr(options, f"burnin_{attr}"), not options.burnin_no_probe, workers
+        lambda attr: getattr(options, f"burnin_{attr}"),
+        not options.burnin_no_probe,
+        workers,
+        options.burnin_fault,
     )
 
 
 COMMAND_ENV = "PUSHSERVER_BURNIN_COMMAND"
 """How pushserver-burnin tells its Locust master the command line the user typed."""
+RUNNER_ENV = "PUSHSERVER_BURNIN_RUNNER"
+"""Set for a master that pushserver-burnin started: the runner prints the end of the run
+itself, after Locust's summary, so the verdict is the last thing on screen."""
+SOURCE_IP_ENV = "PUSHSERVER_BURNIN_SOURCE_IP"
+"""A worker's own source address (`pushserver-burnin worker --source-ip`), which wins over the
+master's --source-ip setting."""
 _SECRET_OPTIONS = ("--publish-key", "--burnin-publish-key")
 
 
@@ -155,17 +199,42 @@ def locust_arguments(settings: Settings) -> list[str]:
             arguments += [f"--burnin-{name}", str(getattr(settings, name.replace("-", "_")))]
     if not settings.probe:
         arguments.append("--burnin-no-probe")
+    for fault in settings.faults:
+        arguments += ["--burnin-fault", str(fault)]
     return arguments
 
 
+POSITIVE = ("step", "rate", "step_seconds", "ceiling", "max", "max_minutes", "spawn_rate")
+
+
+def _flag(attr: str) -> str:
+    return "--" + attr.replace("_", "-")
+
+
 def validate(settings: Settings) -> None:
+    """Raise ValueError naming the first setting that cannot work."""
     if settings.test not in TESTS:
-        raise ValueError(f"test must be one of {TESTS}, got {settings.test!r}")
+        raise ValueError(f"test must be one of {', '.join(TESTS)}, got {settings.test!r}")
     if settings.transport not in TRANSPORTS:
-        raise ValueError(f"transport must be one of {TRANSPORTS}, got {settings.transport!r}")
-    if settings.factor and settings.factor <= 1:
-        raise ValueError("--factor must be above 1")
-    if min(settings.step, settings.rate, settings.step_seconds, settings.ceiling) <= 0:
-        raise ValueError("--step, --rate, --step-seconds and --ceiling must be positive")
+        raise ValueError(
+            f"--transport must be one of {', '.join(TRANSPORTS)}, got {settings.transport!r}"
+        )
+    for attr in POSITIVE:
+        value = getattr(settings, attr)
+        if not math.isfinite(value) or value <= 0:
+            raise ValueError(f"{_flag(attr)} must be positive, got {value:g}")
+    if settings.factor and (not math.isfinite(settings.factor) or settings.factor <= 1):
+        raise ValueError(f"--factor must be above 1, got {settings.factor:g}")
+    if settings.start < 0:
+        raise ValueError(f"--start must be 0 (= --step) or more, got {settings.start}")
     if settings.repeats < 1:
-        raise ValueError("--repeats must be at least 1")
+        raise ValueError(f"--repeats must be at least 1, got {settings.repeats}")
+    if not math.isfinite(settings.churn) or settings.churn < 0:
+        raise ValueError(f"--churn must be 0 or more, got {settings.churn:g}")
+    if settings.workers < 0:
+        raise ValueError(f"--workers must be 0 or more, got {settings.workers}")
+    if settings.faults:
+        steps = len(settings.counts()) * settings.repeats
+        late = [fault for fault in settings.faults if fault.step > steps]
+        if late:
+            raise ValueError(f"--fault {late[0]}: the run has only {steps} steps")

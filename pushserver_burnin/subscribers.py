@@ -21,8 +21,10 @@ from typing import Any, ClassVar, Protocol
 from urllib.parse import quote
 
 import orjson
+from gevent.event import AsyncResult
 
 from pushserver_burnin import readiness, websocket
+from pushserver_burnin.tally import Churned
 from pushserver_measure import timestamps
 from pushserver_measure.http11 import (
     BodyLines,
@@ -41,7 +43,7 @@ LONGPOLL_TIMEOUT = 30.0
 _MAX_BACKOFF = 2.0
 _PLAIN_CURSOR = re.compile(r"[A-Za-z0-9_.:@,-]*")
 """Cursors are channel names, epochs and ids: nothing in them needs quoting in a query."""
-_DROPS = (OSError, ConnectionClosed, HttpStatusError, ValueError, KeyError, TypeError)
+_DROPS = (OSError, ConnectionClosed, HttpStatusError, ValueError, KeyError, TypeError, Churned)
 
 
 class Sink(Protocol):
@@ -89,6 +91,16 @@ class Subscriber:
         self.received = 0  # messages and events handled, to tell progress from failure
         self.counted = False
         self.conn = Connection(endpoint, source_ip)
+        self.serving: AsyncResult | None = None  # set while a held connection is read
+
+    def drop(self) -> bool:
+        """End the held connection now (--churn); it resumes from the cursor at once.
+        False when there is none to drop (connecting, or between two)."""
+        serving = self.serving
+        if serving is None or serving.ready():
+            return False
+        serving.set_exception(Churned("dropped by --churn"))
+        return True
 
     def query(self) -> str:
         return f"?cursor={quote(self.cursor, safe='')}" if self.cursor else ""
@@ -109,8 +121,8 @@ class Subscriber:
                 self.consume()
             except (ServerReconnect, *_DROPS) as exc:
                 self.sink.reconnecting(exc)
-                if self.received > seen:
-                    failures = 0  # the connection was useful: this is a fresh drop
+                if self.received > seen or isinstance(exc, Churned):
+                    failures = 0  # the connection was useful, or dropped on purpose
                 failures = self._backoff(exc, failures)
             else:
                 failures = 0
@@ -169,7 +181,11 @@ class Subscriber:
         return sock
 
     def _serve(self, sock: Any, on_data: Callable[[bytes, float], None], timeout: float) -> None:
-        readiness.serve(sock, on_data, timeout, self.stamped)
+        self.serving = AsyncResult()
+        try:
+            readiness.serve(sock, on_data, timeout, self.stamped, self.serving)
+        finally:
+            self.serving = None
 
     def _open_stream(self, path: str) -> tuple[Reader, Any]:
         """Connect and send a GET; the caller reads the head."""

@@ -7,13 +7,16 @@ snapshot time.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pushserver_burnin.histogram import Histogram
+import numpy as np
+
+from pushserver_burnin.histogram import Latencies
 from pushserver_measure.machine import cpu_seconds, run_queue_wait
 
 
@@ -25,38 +28,95 @@ class StepCounts:
     duplicates: int = 0
     missed: int = 0  # ids the server announced as lost in gap events
     reconnects: int = 0
-    fanout: Histogram = field(default_factory=Histogram)
-    e2e: Histogram = field(default_factory=Histogram)
+    churned: int = 0  # connections dropped on purpose by --churn (also in reconnects)
+    fanout: Latencies = field(default_factory=Latencies)
+    e2e: Latencies = field(default_factory=Latencies)
+    arrivals: list[float] = field(default_factory=list)
+    """When each pending e2e sample arrived (epoch s), to sort it into its 1-s window."""
+    windows: dict[int, Latencies] = field(default_factory=dict)
+    """End-to-end latency by the second (epoch) its delivery arrived in."""
+
+    def window(self, second: int) -> Latencies:
+        latencies = self.windows.get(second)
+        if latencies is None:
+            latencies = self.windows[second] = Latencies()
+        return latencies
+
+    def sort_windows(self) -> None:
+        """Move each pending e2e sample to the window of the second it arrived in (counted
+        there only: the step's e2e is the sum of its windows, `all_e2e`)."""
+        if not self.arrivals:
+            return
+        seconds = np.floor(np.asarray(self.arrivals)).astype(np.int64)
+        samples = np.asarray(self.e2e.pending)
+        for second in np.unique(seconds):
+            self.window(int(second)).pending.extend(samples[seconds == second].tolist())
+        self.arrivals = []
+        self.e2e.pending = []
+
+    def all_e2e(self) -> Latencies:
+        """The step's end-to-end latencies: those not timed by arrival (the probe's) and every
+        window's."""
+        self.sort_windows()
+        total = Latencies()
+        total.merge(self.e2e)
+        for latencies in self.windows.values():
+            total.merge(latencies)
+        return total
 
     def merge(self, other: StepCounts) -> None:
         self.delivered += other.delivered
         self.duplicates += other.duplicates
         self.missed += other.missed
         self.reconnects += other.reconnects
+        self.churned += other.churned
         self.fanout.merge(other.fanout)
+        self.sort_windows()
+        other.sort_windows()
         self.e2e.merge(other.e2e)
+        for second, latencies in other.windows.items():
+            self.window(second).merge(latencies)
 
     def to_wire(self) -> list[Any]:
+        self.sort_windows()
         return [
             self.delivered,
             self.duplicates,
             self.missed,
             self.reconnects,
+            self.churned,
             self.fanout.to_wire(),
             self.e2e.to_wire(),
+            [[second, latencies.to_wire()] for second, latencies in self.windows.items()],
         ]
 
     @classmethod
     def from_wire(cls, wire: list[Any]) -> StepCounts:
-        delivered, duplicates, missed, reconnects, fanout, e2e = wire
+        delivered, duplicates, missed, reconnects, churned, fanout, e2e, windows = wire
         return cls(
             delivered,
             duplicates,
             missed,
             reconnects,
-            Histogram.from_wire(fanout),
-            Histogram.from_wire(e2e),
+            churned,
+            Latencies.from_wire(fanout),
+            Latencies.from_wire(e2e),
+            windows={int(second): Latencies.from_wire(w) for second, w in windows},
         )
+
+    def timeline(self) -> list[list[float | int | None]]:
+        """Per second of arrival: [epoch second, count, p50, p90, p99, p999, worst] (seconds)."""
+        self.sort_windows()
+        rows: list[list[float | int | None]] = []
+        for second in sorted(self.windows):
+            shape = self.windows[second].summary(with_histogram=False)
+            stats = [shape[name] for name in ("count", "p50", "p90", "p99", "p999", "worst")]
+            rows.append([second, *stats])
+        return rows
+
+
+class Churned(Exception):
+    """A connection dropped on purpose (--churn), to be resumed from its cursor."""
 
 
 MessageHook = Callable[[float, int], None]  # (worst latency in s, deliveries it stands for)
@@ -81,7 +141,8 @@ class Tally:
         self.last_step = 0
         self._steps: dict[int, StepCounts] = {}
         self._new_channels: list[str] = []
-        self._messages: dict[tuple[int, Any], list[float]] = {}  # (step, seq): [count, worst]
+        self._messages: dict[tuple[int, Any], list[float]] = {}
+        """(step, seq): [deliveries, worst e2e, first arrival] since the last report."""
         self._pid = os.getpid()
 
     def _counts(self, step: int) -> StepCounts:
@@ -106,14 +167,15 @@ class Tally:
             counts.duplicates += 1
             return
         counts.delivered += 1
-        e2e = received - data["t"]
-        counts.e2e.add(e2e)
-        counts.fanout.add(received - envelope["ts"])
+        e2e = received - data["t"]  # from the publish's planned time: see publisher.py
+        counts.e2e.pending.append(e2e)
+        counts.arrivals.append(received)
+        counts.fanout.pending.append(received - envelope["ts"])
         if step > self.last_step:
             self.last_step = step
         message = self._messages.get((step, data.get("seq")))
         if message is None:
-            self._messages[step, data.get("seq")] = [1, e2e]
+            self._messages[step, data.get("seq")] = [1, e2e, received]
         else:
             message[0] += 1
             if e2e > message[1]:
@@ -125,7 +187,10 @@ class Tally:
             self._counts(self.last_step).missed += missed
 
     def reconnecting(self, error: BaseException) -> None:
-        self._counts(self.last_step).reconnects += 1
+        counts = self._counts(self.last_step)
+        counts.reconnects += 1
+        if isinstance(error, Churned):
+            counts.churned += 1
         if self.on_reconnect is not None:
             self.on_reconnect(error)
 
@@ -133,6 +198,7 @@ class Tally:
         """Everything since the last call, as a msgpack-friendly report for the master."""
         report = {
             "steps": [[step, counts.to_wire()] for step, counts in self._steps.items()],
+            "first": [[step, seq, first] for (step, seq), (_, _, first) in self._messages.items()],
             "established": self.established,
             "channels": self._new_channels,
             "cpu_seconds": cpu_seconds(self._pid),
@@ -142,7 +208,7 @@ class Tally:
         self._steps = {}
         self._new_channels = []
         if self.on_message is not None:
-            for count, worst in self._messages.values():
+            for count, worst, _ in self._messages.values():
                 self.on_message(worst, int(count))
         self._messages = {}
         return report
@@ -164,6 +230,8 @@ class StepBook:
         self.probe: dict[int, StepCounts] = {}
         self.nodes: dict[str, NodeState] = {}
         self.channels: list[str] = []
+        self.first: dict[tuple[int, int], float] = {}
+        """(step, seq): when the message's first delivery arrived, at any subscriber."""
 
     def step(self, step: int) -> StepCounts:
         return self.steps.setdefault(step, StepCounts())
@@ -174,6 +242,9 @@ class StepBook:
     def merge(self, node: str, report: dict[str, Any]) -> None:
         for step, wire in report["steps"]:
             self.step(step).merge(StepCounts.from_wire(wire))
+        for step, seq, first in report["first"]:
+            if first < self.first.get((step, seq), math.inf):
+                self.first[step, seq] = first
         self.channels.extend(report["channels"])
         self.nodes[node] = NodeState(
             report["established"], report["cpu_seconds"], report["cpu_wait"], report["time"]

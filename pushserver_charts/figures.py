@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter
@@ -41,13 +42,15 @@ from pushserver_charts.layout import (
     style_legend,
     subscribers,
 )
+from pushserver_charts.memory import per_channel_kib, per_subscriber_kib
 from pushserver_charts.results import SATURATION_PERCENT, Run
+from pushserver_charts.timeline import has_windows, over_time
 
 STAT_STYLES = {"p50": ":", "p90": "-.", "p99": "--", "worst": "-"}
 LEG_TITLES = {
     "publish": "publish round trip (publisher → server → publisher)",
     "fanout": "fan-out (server publish time → subscriber receipt)",
-    "e2e": "end-to-end (publisher send → subscriber receipt)",
+    "e2e": "end-to-end (planned publish time → subscriber receipt)",
 }
 # wide and pale: the expected line shows through
 DELIVERED: dict[str, Any] = {"linewidth": 5, "alpha": 0.35}
@@ -69,6 +72,7 @@ CAPPED: dict[str, Any] = {
     "zorder": 6,
 }
 CAPPED_LABEL = "run stopped before the ceiling: capacity at least this"
+CAPACITY: dict[str, Any] = {"linestyle": ":", "linewidth": 1.5}
 
 
 def downsample(
@@ -152,6 +156,14 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
         if run.stopped_early:
             label += f" ({run.stopped_early}: a lower bound)"
         handles.append(Line2D([], [], color=color(i), marker="o", markersize=4, label=label))
+        capacity = run.capacity
+        if capacity is not None:
+            count, reached = capacity
+            found = f"capacity {count:,}" if reached else f"at least {count:,} under its ceiling"
+            ax.axvline(count, color=color(i), **CAPACITY, label="_capacity")
+            handles.append(
+                Line2D([], [], color=color(i), **CAPACITY, label=f"{run.label}: {found}")
+            )
         container = ax.errorbar(
             x,
             worst,
@@ -179,23 +191,8 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
             last = np.flatnonzero(valid)[-1]
             ax.plot([x[last]], [worst[last]], color=color(i), **CAPPED, label=CAPPED_LABEL)
             capped = True
-    ceilings = sorted({run.ceiling * MS for run in runs if math.isfinite(run.ceiling)})
-    # A ceiling far above every step would flatten them into the bottom: name it instead.
-    drawn = [ceiling for ceiling in ceilings if ceiling <= CEILING_ZOOM * highest(ax)]
-    for ceiling in drawn:
-        ax.axhline(ceiling, color="red", linestyle="--", linewidth=1.2)
     from_zero(ax)
-    for ceiling in ceilings:
-        on_scale = ceiling in drawn
-        ax.annotate(
-            f"ceiling {ceiling:g} ms" + ("" if on_scale else " (above this scale)"),
-            xy=(0.005, ceiling if on_scale else ax.get_ylim()[1]),
-            xycoords=("axes fraction", "data"),
-            xytext=(0, 3 if on_scale else -12),
-            textcoords="offset points",
-            color="red",
-            fontsize="small",
-        )
+    mark_ceilings(ax, runs)
     ax.set_ylabel("worst-case latency (ms)")
     styles: dict[str, Any] = {"worst": "-", "p50": ":"}
     if repeated:
@@ -208,6 +205,30 @@ def worst_latency(runs: Sequence[Run]) -> Figure:
     extra = [Line2D([], [], color="dimgray", **CAPPED, label=CAPPED_LABEL)] if capped else []
     figure_legend(fig, handles + extra + saturation_handle(marked) + invalid_handle(invalid))
     return fig
+
+
+def mark_ceilings(ax: Axes, runs: Sequence[Run]) -> None:
+    """Each run's own ceiling in its colour; one far above every step is named at the top
+    instead of drawn (it would flatten the steps into the bottom)."""
+    data_top = highest(ax)
+    ceilings = {i: run.ceiling * MS for i, run in enumerate(runs) if math.isfinite(run.ceiling)}
+    drawn = {i: c for i, c in ceilings.items() if c <= CEILING_ZOOM * data_top}
+    top = max([ax.get_ylim()[1], *(c * 1.1 for c in drawn.values())])
+    ax.set_ylim(0, top)
+    for i, ceiling in ceilings.items():
+        on_scale = i in drawn
+        if on_scale:
+            ax.axhline(ceiling, color=color(i), linestyle="--", linewidth=1.2, label="_ceiling")
+        name = "" if len(runs) == 1 else f"{runs[i].label}: "
+        ax.annotate(
+            f"{name}ceiling {ceiling:g} ms" + ("" if on_scale else " (above this scale)"),
+            xy=(0.005, ceiling if on_scale else top),
+            xycoords=("axes fraction", "data"),
+            xytext=(0, (3 if on_scale else -12) - 11 * i),
+            textcoords="offset points",
+            color=color(i),
+            fontsize="small",
+        )
 
 
 def percentiles(runs: Sequence[Run]) -> Figure:
@@ -266,37 +287,45 @@ def delivery(runs: Sequence[Run]) -> Figure:
 
 
 def resources(runs: Sequence[Run]) -> Figure:
-    """Server CPU and memory against subscribers, with the load generator's CPU beside them."""
-    fig, (cpu, rss, per_sub) = new_figure(
-        runs, "Server CPU and memory, load-generator CPU", rows=3, height=10
+    """Server CPU, load-generator CPU (a panel each, so colour still tells the runs apart),
+    server memory and its growth per subscriber."""
+    fig, (cpu, loadgen_cpu, rss, per_sub) = new_figure(
+        runs, "Server CPU and memory, load-generator CPU", rows=4, height=12
     )
-    marked = False
+    marked = channels_mode = stale = False
     for i, run in enumerate(runs):
         x = subscribers(run)
         style = run_style(i, x)
         loadgen = series(run, lambda s: s.loadgen_cpu)
         cpu.plot(x, series(run, lambda s: s.server_cpu), label=f"{run.label} server", **style)
-        cpu.plot(x, loadgen, linestyle="--", label=f"{run.label} load generator", **style)
+        loadgen_cpu.plot(x, loadgen, label=f"{run.label} load generator", **style)
         saturated = series(run, lambda s: s.saturated).astype(bool)
-        marked |= mark_saturated(cpu, x, loadgen, saturated)
-        memory = series(run, lambda s: s.server_rss)
-        rss.plot(x, memory / MIB, label=run.label, **style)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            held = series(run, lambda s: s.held)
-            per_sub.plot(x, (memory - run.idle_rss) / 1024 / held, label=run.label, **style)
-    cpu.axhline(SATURATION_PERCENT, **SATURATION_LINE)
-    from_zero(cpu, at_least=100)
-    cpu.set_ylabel("CPU (% of one core)")
-    cpu.set_title("CPU: server and busiest load-generator process", fontsize="medium")
+        marked |= mark_saturated(loadgen_cpu, x, loadgen, saturated)
+        rss.plot(x, series(run, lambda s: s.server_rss) / MIB, label=run.label, **style)
+        per_sub.plot(x, per_subscriber_kib(run), label=run.label, **style)
+        if run.test == "channels":
+            channels_mode = True
+            per_sub.plot(
+                x, per_channel_kib(run), linestyle="--", label=f"{run.label} per channel", **style
+            )
+        stale |= run.fresh is False
+    for ax in (cpu, loadgen_cpu):
+        ax.axhline(SATURATION_PERCENT, **SATURATION_LINE)
+        from_zero(ax, at_least=100)
+        ax.set_ylabel("CPU (% of one core)")
+    cpu.set_title("server CPU (the process that answered /stats)", fontsize="medium")
+    loadgen_cpu.set_title("busiest load-generator process's CPU", fontsize="medium")
     from_zero(rss)
     rss.set_ylabel("server RSS (MiB)")
     rss.set_title("server resident memory", fontsize="medium")
     from_zero(per_sub)
-    per_sub.set_ylabel("over idle (KiB)")
-    per_sub.set_title(
-        "server memory per subscriber: (RSS - idle RSS) / subscribers it holds", fontsize="medium"
-    )
-    style_legend(cpu, {"server": "-", "load generator": "--"})
+    per_sub.set_ylabel("over the baseline (KiB)")
+    title = "server memory per subscriber: (RSS - RSS before the run) / subscribers it holds"
+    if stale:
+        title += "\n(a server that had served before reuses memory it kept: reads low)"
+    per_sub.set_title(title, fontsize="medium")
+    if channels_mode:
+        style_legend(per_sub, {"per subscriber": "-", "per channel (with its history)": "--"})
     line = Line2D([], [], **SATURATION_LINE)
     figure_legend(fig, [*run_handles(runs), line, *saturation_handle(marked)])
     return fig
@@ -359,11 +388,23 @@ CHARTS = (
         "Worst-case latency",
         "Worst end-to-end latency against the subscribers connected, the dotted line its "
         "median (p50). With --repeats, each point is the median of the steps measured at that "
-        "count and its bar runs from their lowest to their highest worst case. The dashed red "
-        "line is the ceiling that ends the ramp; a triangle marks where a run stopped before "
-        "reaching it (a lower bound), a question mark an invalid step. Over "
+        "count and its bar runs from their lowest to their highest worst case. Each run's "
+        "ceiling (dashed) and the capacity it found (dotted, vertical; also in the legend) are "
+        "drawn in the run's colour; a triangle marks where a run stopped before "
+        "reaching its ceiling (a lower bound), a question mark an invalid step. Over "
         f"{MAX_POINTS} points, consecutive points are binned (worst of the bin).",
         worst_latency,
+    ),
+    ChartSpec(
+        "latency-over-time",
+        "Latency over time",
+        "End-to-end latency of the deliveries that arrived in each second of the run: p50 "
+        "(dotted), p99 (dashed), p99.9 (dash-dot) and worst (solid), measured from each "
+        "message's planned publish time (corrected for coordinated omission). Thin vertical "
+        "lines mark where each step began publishing, with its subscriber count at the bottom; a "
+        "red line marks a --fault command.",
+        over_time,
+        has_windows,
     ),
     ChartSpec(
         "percentiles",
@@ -382,10 +423,14 @@ CHARTS = (
     ChartSpec(
         "resources",
         "Server and load-generator resources",
-        "Server CPU and resident memory, with the busiest load-generator process's CPU. CPU "
-        "is a share of one core (100 % = one core busy). Memory per subscriber is the "
-        "marginal cost: RSS above the idle server's, divided by the subscribers that server "
-        "process holds (with several server workers, those of the worker measured). Red crosses "
+        "Server CPU, the busiest load-generator process's CPU (a panel each), and the server's "
+        "resident memory. CPU is a share of one core (100 % = one core busy). Memory per "
+        "subscriber is the marginal cost against the run's own baseline: RSS above the "
+        "server's before the run's first subscriber, divided by the subscribers that server "
+        "process gained (with several server workers, those of the worker measured); in the "
+        "channels test also per channel, each holding its own history. A server that had "
+        "served before the run keeps memory it reuses, so its figures read low (the report "
+        "says so). Red crosses "
         "mark saturated steps: there the load generator, not the server, limits what was "
         "measured.",
         resources,

@@ -138,16 +138,20 @@ def describe(runs: Sequence[Run]) -> str:
 
 
 def new_figure(
-    runs: Sequence[Run], title: str, rows: int, height: float
+    runs: Sequence[Run], title: str, rows: int, height: float, x_label: str = ""
 ) -> tuple[Figure, list[Axes]]:
+    """A figure of `rows` panels sharing the subscriber axis (or, with `x_label`, another)."""
     fig = Figure(figsize=(WIDTH, height), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = list(fig.subplots(rows, 1, sharex=True, squeeze=False)[:, 0])
     fig.suptitle(f"{title}\n{describe(runs)}", fontsize=11)
-    counts = np.concatenate([subscribers(run) for run in runs])
     for ax in axes:
         ax.grid(True, which="major", alpha=0.3)
     bottom = axes[-1]
+    if x_label:
+        bottom.set_xlabel(x_label)
+        return fig, axes
+    counts = np.concatenate([subscribers(run) for run in runs])
     if spans_decades(counts):
         log_scale(bottom, "x", si)
     bottom.xaxis.set_major_formatter(FuncFormatter(si))

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from pushserver_charts.figures import CHARTS
 from pushserver_charts.layout import DPI, MIB, MS
+from pushserver_charts.memory import per_channel_kib, per_subscriber_kib
 from pushserver_charts.results import Run, Step, load_all
 
 REPORT_NAME = "report.html"
@@ -102,20 +103,35 @@ STEP_COLUMNS = (
     "e2e p50 ms",
     "e2e p90 ms",
     "e2e p99 ms",
+    "e2e p99.9 ms",
     "e2e worst ms",
     "probe e2e worst ms",
     "server CPU %",
     "server RSS MiB",
-    "RSS KiB/sub over idle",
+    "RSS KiB/sub over baseline",
     "load-gen CPU %",
     "saturated",
+    "fault: command, exit, recovery s",
     "invalid",
 )
 
 
-def _step_row(step: Step, ceiling: float, idle_rss: float) -> str:
+def _fault(step: Step) -> str:
+    fault = step.fault
+    if not fault:
+        return ""
+    recovery = fault.get("recovery_seconds")
+    return (
+        f"{fault.get('command')}; exit {fault.get('exit_status')}; recovered in "
+        + (f"{recovery:.2f} s" if isinstance(recovery, int | float) else "- (no delivery after it)")
+        + f"; {fault.get('publish_errors', 0)} publish errors"
+    )
+
+
+def _step_row(step: Step, run: Run, per_subscriber: float) -> str:
     e2e, fanout, publish = step.latency["e2e"], step.latency["fanout"], step.latency["publish"]
     probe = step.probe["e2e"].worst if step.probe else math.nan
+    ceiling = run.ceiling
     over = "over" if math.isfinite(ceiling) and e2e.worst > ceiling else ""
     cells = [
         _cell(step.number),
@@ -133,13 +149,15 @@ def _step_row(step: Step, ceiling: float, idle_rss: float) -> str:
         _cell(_num(e2e.p50 * MS)),
         _cell(_num(e2e.p90 * MS)),
         _cell(_num(e2e.p99 * MS)),
+        _cell(_num(e2e.p999 * MS)),
         _cell(_num(e2e.worst * MS), over),
         _cell(_num(probe * MS)),
         _cell(_num(step.server_cpu)),
         _cell(_num(step.server_rss / MIB)),
-        _cell(_num((step.server_rss - idle_rss) / 1024 / step.held) if step.subscribers else "-"),
+        _cell(_num(per_subscriber)),
         _cell(_num(step.loadgen_cpu)),
         _cell("yes" if step.saturated else ""),
+        _cell(_fault(step), "text"),
         _cell(step.invalid, "text"),
     ]
     css = ' class="invalid"' if step.invalid else ' class="saturated"' if step.saturated else ""
@@ -161,6 +179,28 @@ def _held(run: Run) -> str:
     )
 
 
+def _memory(run: Run) -> str:
+    """What the memory figures mean for this run: a stale server, and in the channels test
+    the cost per channel with the history each holds."""
+    notes = []
+    if run.fresh is False:
+        notes.append(
+            "the server was not fresh (it had published or held channels before the run): "
+            "memory it kept from before is reused, so the per-subscriber figures read low"
+        )
+    last = next((s for s in reversed(run.steps) if not s.invalid), None)
+    if run.test == "channels" and last is not None:
+        per_channel = per_channel_kib(run)[run.steps.index(last)]
+        history = run.idle.get("history_size") or run.settings.get("history_size")
+        rounds = sum(s.messages // max(s.channels, 1) for s in run.steps if not s.invalid)
+        held = f"up to {min(int(history), rounds)}" if history else f"up to {rounds}"
+        notes.append(
+            f"{_num(per_channel)} KiB per channel at {last.subscribers:,} channels, each "
+            f"holding {held} messages of history (--history-size {history or 'unknown'})"
+        )
+    return "; ".join(notes)
+
+
 def _run_section(index: int, run: Run) -> str:
     end = run.end or {}
     summary = {
@@ -173,10 +213,14 @@ def _run_section(index: int, run: Run) -> str:
         "steps": len(run.steps),
         "verdict": run.verdict,
         "held under the ceiling": _held(run),
+        "memory": _memory(run),
         "ended": f"{end.get('reason', '')}: {end.get('message', '')}" if end else "interrupted",
     }
     header = "".join(f"<th>{escape(name)}</th>" for name in STEP_COLUMNS)
-    rows = "".join(_step_row(step, run.ceiling, run.idle_rss) for step in run.steps)
+    rows = "".join(
+        _step_row(step, run, kib)
+        for step, kib in zip(run.steps, per_subscriber_kib(run), strict=True)
+    )
     warnings = "".join(f'<p class="warn">{escape(w)}</p>' for w in run.warnings)
     command = run.header.get("command")
     typed = f"<h3>Command</h3><p><code>{escape(str(command))}</code></p>" if command else ""
@@ -201,7 +245,10 @@ def write_report(runs: Sequence[Run], out_dir: Path) -> Path:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     figures = []
-    for spec in CHARTS:
+    measured = any(not step.invalid for run in runs for step in run.steps)
+    if not measured:
+        figures.append("<p>No charts: every step is invalid, so nothing was measured.</p>")
+    for spec in CHARTS if measured else ():
         if not spec.applies(runs):
             continue
         figure = spec.build(runs)

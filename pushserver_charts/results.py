@@ -38,9 +38,23 @@ class Latency:
     p99: float
     mean: float
     count: int
+    p999: float = math.nan  # missing in files written before it was recorded
 
 
 NO_LATENCY = Latency(math.nan, math.nan, math.nan, math.nan, math.nan, 0)
+
+
+@dataclass(frozen=True)
+class Window:
+    """End-to-end latency of the deliveries that arrived in one second (seconds)."""
+
+    second: float  # epoch
+    count: int
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    worst: float
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,10 @@ class Step:
     point: Point  # what the verdict reads
     invalid: str = ""  # why the step measured nothing trustworthy ("" when valid)
     server_connections: float = math.nan  # held by the server process that answered /stats
+    server_channels: float = math.nan  # channels that server process holds
+    windows: tuple[Window, ...] = ()  # e2e latency per second of arrival
+    fault: dict[str, Any] | None = None  # the --fault command run in this step
+    started: float = math.nan  # epoch s
 
     @property
     def held(self) -> float:
@@ -114,16 +132,48 @@ class Run:
     def ceiling(self) -> float:
         """The latency ceiling in seconds, from the settings or else the steps."""
         value = self.settings.get("ceiling")
-        if _is_number(value):
+        if is_number(value):
             return float(value)
         return next((s.ceiling for s in self.steps if math.isfinite(s.ceiling)), math.nan)
+
+    @property
+    def idle(self) -> dict[str, Any]:
+        """The server before the run's first subscriber (`server_idle` in the header)."""
+        return self.header.get("server_idle") or {}
+
+    @property
+    def fresh(self) -> bool | None:
+        """Whether the server had served nothing before the run (None: not recorded). A
+        server that had keeps memory from before that it reuses, so its growth reads low."""
+        idle = self.idle
+        if "messages_in" not in idle:
+            return None
+        return not idle.get("messages_in") and not idle.get("channels")
+
+    def idle_figure(self, key: str) -> float:
+        value = self.idle.get(key)
+        return float(value) if is_number(value) else 0.0
+
+    @property
+    def capacity(self) -> tuple[int, bool] | None:
+        """The largest count whose every step stayed under the ceiling, and whether it is a
+        capacity (the ceiling was passed after it) or only a lower bound; None: no valid step
+        under the ceiling."""
+        under: list[int] = []
+        for step in self.steps:
+            if step.invalid:
+                break
+            if not step.latency["e2e"].worst <= self.ceiling:
+                return (max(under), True) if under else None
+            under.append(step.subscribers)
+        return (max(under), False) if under else None
 
     @property
     def idle_rss(self) -> float:
         """The server's RSS with no subscriber: from the header, else the intercept of a line
         through the valid steps' (subscribers, RSS), else 0."""
-        recorded = (self.header.get("server_idle") or {}).get("rss_bytes")
-        if _is_number(recorded):
+        recorded = self.idle.get("rss_bytes")
+        if is_number(recorded):
             return float(recorded)
         points = [
             (s.subscribers, s.server_rss)
@@ -152,7 +202,7 @@ class Run:
         return verdict([step.point for step in self.steps], self.ceiling, reason)
 
 
-def _is_number(value: Any) -> TypeGuard[int | float]:
+def is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -172,7 +222,7 @@ class _Line:
             if required:
                 raise self.fail(f"step line lacks the field {key!r}")
             return math.nan
-        if not _is_number(value):
+        if not is_number(value):
             raise self.fail(f"field {key!r} must be a number, got {json.dumps(value)}")
         return float(value)
 
@@ -200,6 +250,7 @@ class _Line:
                     p99=self.number(figures, "p99"),
                     mean=self.number(figures, "mean"),
                     count=self.count(figures, "count"),
+                    p999=self.number(figures, "p999"),
                 )
                 if figures
                 else NO_LATENCY
@@ -239,6 +290,22 @@ class _Line:
             point=Point.from_line(obj),
             invalid=str(obj.get("invalid") or ""),
             server_connections=self.number(server, "connections"),
+            server_channels=self.number(server, "channels"),
+            windows=self.windows(obj.get("windows")),
+            fault=self.section(obj, "fault") or None,
+            started=self.number(obj, "started"),
+        )
+
+    def windows(self, rows: Any) -> tuple[Window, ...]:
+        """The `windows` rows, NaN for a missing figure; a malformed row rejects the file."""
+        if not isinstance(rows, list | None) or any(
+            not isinstance(row, list) or len(row) != 7 for row in rows or []
+        ):
+            raise self.fail("field 'windows' must be a list of 7-item rows")
+        rows = [[float(v) if is_number(v) else math.nan for v in row] for row in rows or []]
+        return tuple(
+            Window(second, int(count) if math.isfinite(count) else 0, *rest)
+            for second, count, *rest in rows
         )
 
 

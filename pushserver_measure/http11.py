@@ -337,18 +337,32 @@ class Answer:
     """The headers the decoder was asked to keep (`Responses(keep=...)`), names lower-cased."""
 
 
+class _Framing:
+    """The callbacks of a `Responses` that reads no header: httptools calls into Python only
+    for the callbacks its target has, so none is made per header."""
+
+    __slots__ = ("on_body", "on_message_complete")
+
+    def __init__(self, responses: Responses) -> None:
+        self.on_body = responses.on_body
+        self.on_message_complete = responses.on_message_complete
+
+
 class Responses:
     """Incremental decoder for answers on a keep-alive connection: bytes → Answers.
 
     httptools' response parser does the framing in C; the only headers read in Python are
-    Retry-After and those named in `keep`, so an answer costs a few calls whatever its head
-    holds.
+    Retry-After (unless `retry_after` is False) and those named in `keep`, so an answer costs a
+    few calls whatever its head holds, and none per header when neither is read (half the
+    cost of a long-poll answer's framing).
     """
 
-    __slots__ = ("_answers", "_body", "_headers", "_keep", "_parser", "_retry")
+    __slots__ = ("_answers", "_body", "_headers", "_keep", "_parser", "_retry", "_retry_after")
 
-    def __init__(self, keep: Collection[bytes] = ()) -> None:
-        self._parser = httptools.HttpResponseParser(self)
+    def __init__(self, keep: Collection[bytes] = (), retry_after: bool = True) -> None:
+        self._retry_after = retry_after
+        headers = retry_after or bool(keep)
+        self._parser = httptools.HttpResponseParser(self if headers else _Framing(self))
         self._body: list[bytes] = []
         self._retry: float | None = None
         self._keep = frozenset(name.lower() for name in keep)
@@ -356,7 +370,7 @@ class Responses:
         self._answers: list[Answer] = []
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        if len(name) == 11 and name.lower() == b"retry-after":
+        if len(name) == 11 and self._retry_after and name.lower() == b"retry-after":
             try:
                 self._retry = float(value)
             except ValueError:

@@ -14,6 +14,8 @@ from typing import Any
 
 CROWD_OVER_PROBE = 2.0  # crowd worst this many times the probe's: the load generator's latency
 BUSY = 90.0  # % of one core used + waited for: that side was short of CPU
+AGREEING = 3  # steps read for the side: the deciding one and the valid ones just before it
+AT_LEAST = 2  # fewer steps with a probe than this: undecided
 
 STOPPED_BY = {
     "max": "stopped by --max before reaching the ceiling",
@@ -72,22 +74,44 @@ def _busy(cpu: float | None, wait: float | None) -> bool:
     return cpu is not None and cpu + (wait or 0.0) >= BUSY
 
 
-def latency_side(point: Point) -> str:
-    """Which side set the step's latency: the probe (a lone subscriber in its own process)
-    against the crowd, and how much CPU each side used and waited for."""
+def latency_side(points: Sequence[Point]) -> str:
+    """Which side set the latency of the last of `points` (the deciding step; the others are
+    the valid steps just before it).
+
+    The probe (a lone subscriber in its own process) against the crowd: the load generator
+    when the crowd's worst case is over CROWD_OVER_PROBE times the probe's in every one of the
+    last AGREEING steps, the server when it is at most that in every one; undecided when they
+    disagree or fewer than AT_LEAST steps have a probe, so one odd sample never flips it.
+    """
+    point = points[-1]
     loads = (
         f"CPU of one core: server {_load(point.server_cpu, point.server_wait)}, "
         f"load generator {_load(point.loadgen_cpu, point.loadgen_wait)}"
     )
-    loadgen_busy = _busy(point.loadgen_cpu, point.loadgen_wait)
+    compared = [
+        (p.worst, p.probe_worst)
+        for p in points[-AGREEING:]
+        if p.worst is not None and p.probe_worst is not None
+    ]
     if point.worst is not None and point.probe_worst is not None:
-        compared = f"crowd worst {_ms(point.worst)}, probe worst {_ms(point.probe_worst)}"
-        if point.worst > CROWD_OVER_PROBE * point.probe_worst:
-            side = "the load generator (its subscribers saw far more than the probe)"
+        figures = f"crowd worst {_ms(point.worst)}, probe worst {_ms(point.probe_worst)}"
+        crowd_side = [crowd > CROWD_OVER_PROBE * probe for crowd, probe in compared]
+        steps = f"{len(compared)} steps"
+        if len(compared) < AT_LEAST:
+            side = "undecided (one step with a probe is too few to tell)"
+            return f"latency source {side}: {figures}; {loads}"
+        if all(crowd_side):
+            side = f"the load generator (its subscribers saw far more than the probe in {steps})"
+        elif not any(crowd_side):
+            side = f"the server (the probe saw it too in {steps})"
         else:
-            side = "the server (the probe saw it too)"
-        return f"latency set by {side}: {compared}; {loads}"
-    if loadgen_busy:
+            ratios = ", ".join(f"{crowd / max(probe, 1e-9):.1f}" for crowd, probe in compared)
+            return (
+                f"latency source undecided (crowd/probe worst over the last {steps}: "
+                f"{ratios}; the side is named only when they agree): {figures}; {loads}"
+            )
+        return f"latency set by {side}: {figures}; {loads}"
+    if _busy(point.loadgen_cpu, point.loadgen_wait):
         return f"latency set by the load generator (short of CPU, no probe to compare): {loads}"
     if _busy(point.server_cpu, point.server_wait):
         return f"latency set by the server (short of CPU, no probe to compare): {loads}"
@@ -112,10 +136,10 @@ def verdict(points: Sequence[Point], ceiling: float, reason: str | None) -> str:
         figure = f"{max(below):,}" if below else f"fewer than {last.subscribers:,}"
         return (
             f"capacity under {limit}: {figure} subscribers (ceiling passed at step {last.step}, "
-            f"{last.subscribers:,} subscribers); {latency_side(last)}"
+            f"{last.subscribers:,} subscribers); {latency_side(valid)}"
         )
     stopped = STOPPED_BY.get(reason or "interrupted", f"stopped ({reason})")
     return (
         f"capacity under {limit}: at least {last.subscribers:,} subscribers ({stopped}); "
-        f"{latency_side(last)}"
+        f"{latency_side(valid)}"
     )

@@ -104,3 +104,14 @@ async def publish(port: int, channel: str, data: object) -> None:
         http.post(f"http://127.0.0.1:{port}/pub/{channel}", json=data) as resp,
     ):
         assert resp.status == 201
+
+
+def kept_data(state: ServerState, channel: str) -> list[bytes]:
+    """The data of each message the broker keeps for `channel`, as it was published (cut out of
+    the envelope head a message is kept as)."""
+    kept = state.hub.broker.history.get(channel)
+    if kept is None:
+        return []
+    data, tail = b',"data":', b',"cursor":"'
+    heads = [m.head for m in kept.messages(0, kept.last_id)]
+    return [head[head.index(data) + len(data) : -len(tail)] for head in heads]

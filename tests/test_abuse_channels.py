@@ -9,8 +9,9 @@ import time
 import aiohttp
 import orjson
 
-from pushserver.core.hub import SWEEP_SLICE
-from pushserver.core.messages import Message
+from pushserver.broker.memory import SWEEP_SLICE, MemoryBroker
+from pushserver.core.broker import Item
+from pushserver.core.positions import Cursor
 from pushserver.core.subscription import Bound, Start, Waiter
 
 from .abuse import reset, stats, wait_for_stats
@@ -109,12 +110,12 @@ async def test_redis_subscribe_writes_no_keys(redis_server: RedisServer, server_
 async def test_sweep_runs_in_slices_and_delivery_goes_on():
     """200,000 idle channels are swept while a bystander is delivered to. The delivery time is
     printed, not asserted; the sweep must give the loop back between its slices."""
-    async with in_process(max_channels=1_000_000) as (state, _, _port):
+    async with in_process(max_channels=1_000_000, sweep_interval=3600) as (state, _, _port):
         hub = state.hub
+        broker = hub.broker
+        assert isinstance(broker, MemoryBroker)
         for n in range(200_000):
-            name = f"idle-{n}"
-            hub.load(name, "e1", 1, ())
-            hub.channels[name].idle_since = 0.0
+            broker.history.load(f"idle-{n}", "e1", 1)  # started, nothing buffered, nobody held
         bystander = (await hub.open(["by"], {}))[0]
         turns = 0
         stop = False
@@ -126,16 +127,16 @@ async def test_sweep_runs_in_slices_and_delivery_goes_on():
                 await asyncio.sleep(0)
 
         ticking = asyncio.create_task(ticker())
-        sweep = asyncio.create_task(hub.sweep(0.0))
+        sweep = asyncio.create_task(broker.sweep())
         await asyncio.sleep(0)
         waits = []
         while not sweep.done():
             poll = FuturePoll(
-                Start([bystander], {"by": bystander.sent_position}, "-"), Bound(100, 1 << 15)
+                Start([bystander], Cursor(by=bystander.sent_position), "-"), Bound(100, 1 << 15)
             )
             hub.add_waiter(poll)
             sent = time.perf_counter()
-            hub.append(Message("by", bystander.epoch, bystander.last_id + 1, time.time(), b"1"))
+            hub.publish_now([Item("by", b"1")])
             await poll.future
             waits.append(time.perf_counter() - sent)
             hub.remove_waiter(poll)

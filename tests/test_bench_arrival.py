@@ -1,5 +1,6 @@
 """The bench's subscriber connections (`pushserver_bench.arrival`) on real loopback sockets: a
-read is timed by when its bytes arrived, writes are never lost, and the peer's close ends it."""
+read is timed by when its bytes arrived (the plain client's, when it is read), writes are never
+lost, and the peer's close ends it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from pushserver_bench.arrival import ArrivalTransport, open_arrival
+from pushserver_bench.arrival import ArrivalTransport, Timed, open_arrival, open_subscriber
 
 
 class Reader(asyncio.Protocol):
@@ -87,3 +88,49 @@ async def test_writes_past_the_socket_buffer_all_go_out_and_the_peer_closing_end
     assert reader.eof and transport.is_closing()
     assert b"".join(data for _, _, data in reader.reads) == b"bye"
     transport.write(b"after the end")  # dropped, as asyncio's transports drop it
+
+
+class Plain(Timed):
+    """A plain subscriber's protocol: keeps each read with its own clock's time."""
+
+    def __init__(self) -> None:
+        self.reads: list[float | None] = []
+        self.got = asyncio.Event()
+        self.transport: asyncio.BaseTransport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.plain:
+            self.read_at = time.time()
+        self.reads.append(self.arrived_on(self.transport))
+        self.got.set()
+
+
+async def test_the_plain_client_times_a_read_when_it_is_made_on_the_loops_transport(
+    listener: socket.socket,
+) -> None:
+    transport, plain = await open_subscriber(Plain, *listener.getsockname(), "127.0.0.3", True)
+    assert plain.plain and not isinstance(transport, ArrivalTransport)
+    peer, address = listener.accept()
+    assert address[0] == "127.0.0.3"  # from the source address it was given
+    with peer:
+        peer.sendall(b"x")
+        sent = time.time()
+        while time.time() < sent + 0.01:  # the client is busy: its loop cannot read yet
+            pass
+        await asyncio.wait_for(plain.got.wait(), 10)
+        (read,) = plain.reads
+        assert read is not None and read >= sent + 0.01
+        transport.close()
+
+    tuned_transport, tuned = await open_subscriber(Plain, *listener.getsockname())
+    peer, _ = listener.accept()
+    with peer:
+        assert not tuned.plain and isinstance(tuned_transport, ArrivalTransport)
+        peer.sendall(b"x")
+        await asyncio.wait_for(tuned.got.wait(), 10)
+        (arrived,) = tuned.reads
+        assert arrived is not None and arrived <= time.time()
+        tuned_transport.close()

@@ -116,9 +116,9 @@ def test_smoke_run_counts_every_delivery(
     assert "step 3: 6 subscribers" in done.stdout
     assert (
         "verdict: capacity under the 1 s ceiling: at least 6 subscribers "
-        "(stopped by --max before reaching the ceiling); latency set by"
+        "(stopped by --max before reaching the ceiling); latency "
     ) in done.stdout
-    assert end["verdict"] in done.stdout
+    assert done.stdout.splitlines()[-1] == f"verdict: {end['verdict']}"  # the last thing shown
     # Locust hears of each message once per report, its length the deliveries it stands for
     rows = list(csv.DictReader((tmp_path / "locust_stats.csv").open()))
     deliver = next(row for row in rows if row["Type"] == "DELIVER")
@@ -146,7 +146,7 @@ def test_ceiling_stops_the_run_after_the_first_step(
     assert "passed the ceiling" in done.stdout
     assert (
         "verdict: capacity under the 1e-06 s ceiling: fewer than 2 subscribers "
-        "(ceiling passed at step 1, 2 subscribers); latency set by"
+        "(ceiling passed at step 1, 2 subscribers); latency source undecided (one step"
     ) in done.stdout
 
 
@@ -165,8 +165,9 @@ def test_max_minutes_bounds_the_run(
     assert "burn-in finished (time)" in done.stdout
 
 
-def test_sigterm_ends_the_run_as_interrupted(
-    server_factory: Callable[..., ServerProcess], tmp_path: Path
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_ends_the_run_as_interrupted(
+    server_factory: Callable[..., ServerProcess], tmp_path: Path, signum: signal.Signals
 ) -> None:
     srv = server_factory()
     proc = subprocess.Popen(
@@ -184,7 +185,7 @@ def test_sigterm_ends_the_run_as_interrupted(
             time.sleep(0.1)
         children = psutil.Process(proc.pid).children(recursive=True)
         assert children  # the Locust master, its worker and the probe
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signum)
         output, _ = proc.communicate(timeout=RUN_TIMEOUT)
     finally:
         if proc.poll() is None:
@@ -192,8 +193,10 @@ def test_sigterm_ends_the_run_as_interrupted(
     assert proc.returncode == 1, output
     _, steps, end = read_results(tmp_path)
     assert end is not None and end["reason"] == "interrupted"
+    assert end["message"] == f"stopped by {signum.name}"  # the signal that came, named
     assert end["steps"] == len(steps) >= 1
     assert "burn-in finished (interrupted)" in output
+    assert output.splitlines()[-1].startswith("verdict: ")
     _, alive = psutil.wait_procs(children, timeout=20)
     assert not alive  # nothing left behind
 

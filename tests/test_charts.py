@@ -106,6 +106,10 @@ def results_lines(
                     "processes": 2,
                     "saturated": loadgen_cpu >= 90,
                 },
+                "windows": [
+                    [1763780000 + number * 10 + k, 50, *(e2e * f for f in (0.5, 0.8, 0.95, 1, 1))]
+                    for k in range(9)
+                ],
                 "ceiling": CEILING,
                 "started": 1763780000.0 + number * 10,
                 "ended": 1763780000.0 + number * 10 + 9.5,
@@ -167,9 +171,10 @@ def run_cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
 # (height, width) in pixels of each chart at the report's DPI: wide and readable, never cropped.
 EXPECTED_SIZES = {
     "worst-latency": (672, 1200),
+    "latency-over-time": (672, 1200),
     "percentiles": (1200, 1200),
     "delivery": (900, 1200),
-    "resources": (1200, 1200),
+    "resources": (1440, 1200),
     "probe": (900, 1200),
 }
 
@@ -207,7 +212,8 @@ def test_figures_carry_titles_units_and_one_line_per_file(
         run.label for run in charted
     ]
     axes = figure.get_axes()
-    assert "subscribers" in axes[-1].get_xlabel()
+    across = "seconds" if spec.name == "latency-over-time" else "subscribers"
+    assert across in axes[-1].get_xlabel()
     for ax in axes:
         assert any(
             unit in ax.get_ylabel()
@@ -236,8 +242,9 @@ def test_worst_latency_has_ceiling_worst_and_p50(pair) -> None:
     ax = CHARTS[0].build(pair).get_axes()[0]
     assert "ms" in ax.get_ylabel()
     ceilings = [line for line in ax.get_lines() if list(line.get_ydata()) == [1000.0, 1000.0]]
-    assert len(ceilings) == 1
-    assert any("ceiling 1000 ms" in text.get_text() for text in ax.texts)
+    assert [line.get_color() for line in ceilings] == ["C0", "C1"]  # each run's own, its colour
+    for run in pair:
+        assert any(f"{run.label}: ceiling 1000 ms" in text.get_text() for text in ax.texts)
     stream = pair[0]
     worst = [step.latency["e2e"].worst * 1000 for step in stream.steps]
     np.testing.assert_allclose(_worst_line(ax, stream).get_ydata(), worst)
@@ -310,7 +317,7 @@ def test_log_axes_are_labelled_in_plain_numbers(tmp_path: Path) -> None:
         line["latency"]["e2e"]["p50"] = 0.001 * line["subscribers"] / 100
     run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
     labels = []
-    for spec in CHARTS[1:3]:  # percentiles (log latency), deliveries (log counts)
+    for spec in (spec for spec in CHARTS if spec.name in ("percentiles", "delivery")):
         figure = spec.build([run])
         scales = {(ax.get_xscale(), ax.get_yscale()) for ax in figure.get_axes()}
         assert ("log", "log") in scales, spec.name
@@ -323,7 +330,7 @@ def test_saturated_steps_are_marked(pair) -> None:
     saturated = [step.subscribers for step in pair[0].steps if step.saturated]
     assert saturated and not any(step.saturated for step in pair[1].steps)
     figure = next(spec for spec in CHARTS if spec.name == "resources").build(pair)
-    cpu = figure.get_axes()[0]
+    cpu = figure.get_axes()[1]  # the load generator's
     marks = [line for line in cpu.get_lines() if line.get_label() == SATURATED_LABEL]
     assert [list(line.get_xdata()) for line in marks] == [saturated]
     assert SATURATED_LABEL in _figure_labels(figure)[1]
@@ -492,8 +499,9 @@ def _verdict_run(
     lines = results_lines("stream", [100, 200, 300, 400], seed=7, probe=probe_worst is not None)
     last = lines[-2]
     last["latency"]["e2e"]["worst"] = worst
-    if probe_worst is not None:
-        last["probe"]["e2e"]["worst"] = probe_worst
+    if probe_worst is not None:  # the steps before it agree on the side (verdict.AGREEING)
+        for line in lines[-4:-1]:
+            line["probe"]["e2e"]["worst"] = line["latency"]["e2e"]["worst"] * probe_worst / worst
     last["server"]["cpu_wait_percent"] = 4.0
     last["loadgen"] |= {"cpu_percent": 97.0, "cpu_wait_percent": 30.0}
     lines[-1] |= {"reason": reason}
@@ -545,7 +553,7 @@ def test_memory_per_subscriber_is_the_cost_above_the_idle_server(tmp_path: Path)
         line["server"]["rss_bytes"] = 40 * 1024**2 + line["subscribers"] * kib * 1024
     run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
     figure = next(spec for spec in CHARTS if spec.name == "resources").build([run])
-    cpu, _, per_sub = figure.get_axes()[:3]
+    cpu, _, _, per_sub = figure.get_axes()[:4]
     assert list(per_sub.get_lines()[0].get_ydata()) == pytest.approx([10, 10, 10])
     assert cpu.get_ylabel() == "CPU (% of one core)"
     assert any("90 % of one core" in label for label in _figure_labels(figure)[1])
@@ -597,7 +605,7 @@ def test_memory_per_subscriber_counts_only_the_measured_workers_subscribers(
         line["server"] |= {"connections": held, "rss_bytes": 40 * 1024**2 + held * 6 * 1024}
     run = pushserver_charts.load_results(write_lines(tmp_path / "r.jsonl", lines))
     figure = next(spec for spec in CHARTS if spec.name == "resources").build([run])
-    per_sub = figure.get_axes()[2]
+    per_sub = figure.get_axes()[3]
     assert list(per_sub.get_lines()[0].get_ydata()) == pytest.approx([6, 6])
     page = pushserver_charts.build_report([run.path], tmp_path).read_text()
     assert "<td>6.0</td>" in page

@@ -1,15 +1,22 @@
 """Replays the shared wire transcripts (tests/conformance/, see its README) through the Python
 client's own units: line splitting, the NDJSON/SSE/WebSocket/long-poll parsers, error
-classification, backoff and poll sizing. No server runs: the bytes are the server's."""
+classification, backoff and poll sizing. No server runs: the bytes are the server's.
+
+Compressed cases are the HTTP stack's to decode (aiohttp), so they are replayed over a loopback
+socket through the client's transports, one read at a time: each read is sent only once the
+client has reported every event the reads before it completed."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import random
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from pushclient.backoff import Backoff, Retries
 from pushclient.errors import NetworkError, error_from_response, is_retryable, parse_retry_after
@@ -17,19 +24,27 @@ from pushclient.models import Gap, Message
 from pushclient.pollsize import DEFAULT_CAP, PollLimit
 from pushclient.transports.base import (
     Checkpoint,
+    Connected,
     Event,
     Expired,
     LineSplitter,
     Reconnect,
+    Transport,
     decode_event,
 )
-from pushclient.transports.longpoll import parse_answer
-from pushclient.transports.sse import SSEParser
-from pushclient.transports.stream import ndjson_event
+from pushclient.transports.longpoll import LongPollTransport, parse_answer
+from pushclient.transports.sse import SSEParser, SSETransport
+from pushclient.transports.stream import StreamTransport, ndjson_event
+from pushclient.transports.ws import WebSocketTransport
+from yarl import URL
+
+from .compressed import transcripts
+from .lockstep import Held, Lockstep
 
 CASES_DIR = Path(__file__).resolve().parent / "conformance"
-NOT_SPOKEN = {"jsonp"}
-"""Transcript kinds of a transport this client does not have (JSONP is for old browsers)."""
+NOT_SPOKEN = {"jsonp", "sse_compact"}
+"""Transcript kinds this client never asks for: JSONP (for old browsers) and the compact SSE
+framing (for EventSource)."""
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -39,8 +54,17 @@ def load(path: Path) -> dict[str, Any]:
 CASES = {path.stem: load(path) for path in sorted(CASES_DIR.glob("*.json"))}
 
 
-def of_kind(*kinds: str) -> list[str]:
-    return [name for name, case in CASES.items() if case["kind"] in kinds]
+def compressed(case: dict[str, Any]) -> bool:
+    return "content_encoding" in case or "extensions" in case
+
+
+def of_kind(*kinds: str, encoded: bool = False) -> list[str]:
+    """Names of the cases of `kinds`, of those whose bytes are compressed with `encoded`."""
+    return [
+        name
+        for name, case in CASES.items()
+        if case["kind"] in kinds and compressed(case) == encoded
+    ]
 
 
 def normal(event: Event) -> dict[str, Any]:
@@ -95,6 +119,7 @@ def test_every_transcript_is_replayed_or_names_a_transport_this_client_lacks() -
     vectors = {"retry_after", "backoff", "backoff_sequence", "poll_limit"}
     assert kinds <= replayed | vectors | NOT_SPOKEN
     assert len(of_kind("longpoll", "ndjson", "sse", "websocket")) >= 10
+    assert len(of_kind("longpoll", "ndjson", "sse", "websocket", encoded=True)) >= 4
 
 
 @pytest.mark.parametrize("name", of_kind("longpoll", "ndjson", "sse", "websocket"))
@@ -169,3 +194,104 @@ def test_poll_limit_follows_cut_and_whole_answers(name: str) -> None:
                 limit.arrived()
             seen.append(limit.value)
         assert seen == sequence["limits"], sequence
+
+
+# -- compressed cases, over a socket --------------------------------------------------------
+
+
+def test_compressed_transcripts_are_what_the_servers_scheme_builds() -> None:
+    """`python -m tests.compressed` writes them again when the scheme changes."""
+    for case in transcripts():
+        assert CASES[str(case["case"])] == json.loads(json.dumps(case)), case["case"]
+
+
+TRANSPORTS: dict[str, type[Transport]] = {
+    "sse": SSETransport,
+    "ndjson": StreamTransport,
+    "websocket": WebSocketTransport,
+}
+HEADS = {
+    "sse": "text/event-stream",
+    "ndjson": "application/x-ndjson",
+    "longpoll": "application/json",
+}
+
+
+async def wait_until(what: str, check: Any, timeout: float = 20) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)  # polling with a deadline, not waiting blind
+
+
+async def serve_reads(held: Held, case: dict[str, Any], events: list[Event]) -> None:
+    """The case's reads as chunks of a gzip-encoded answer, each once the client has what the
+    reads before it completed."""
+    held.send(
+        held.head(
+            "200 OK",
+            [
+                ("Content-Type", HEADS[case["kind"]]),
+                ("Content-Encoding", case["content_encoding"]),
+                ("Transfer-Encoding", "chunked"),
+            ],
+        )
+    )
+    body = base64.b64decode(case["body_base64"])
+    edges = [0, *case.get("splits", []), len(body)]
+    delivered = case.get("delivered", [0] * (len(edges) - 1))
+    for (start, end), count in zip(pairwise(edges), delivered, strict=True):
+        held.send(b"%x\r\n%b\r\n" % (end - start, body[start:end]))
+        await wait_until(f"{count} events", lambda count=count: len(messages(events)) >= count)
+    if case.get("end", "complete") == "complete":
+        held.send(b"0\r\n\r\n")
+    else:
+        held.abort()
+
+
+async def serve_frames(held: Held, case: dict[str, Any], events: list[Event]) -> None:
+    assert "permessage-deflate" in held.headers.get("sec-websocket-extensions", "")
+    held.websocket_accept(case["extensions"])
+    for count, payload in enumerate(map(base64.b64decode, case["frames_base64"]), 1):
+        size = (
+            bytes([len(payload)])
+            if len(payload) < 126
+            else b"\x7e%b" % len(payload).to_bytes(2, "big")
+        )
+        held.send(b"\xc1" + size + payload)
+        await wait_until(f"{count} events", lambda count=count: len(messages(events)) >= count)
+    held.send(b"\x88\x02\x03\xe8")
+
+
+def messages(events: list[Event]) -> list[Event]:
+    return [e for e in events if not isinstance(e, Connected)]
+
+
+@pytest.mark.parametrize("name", of_kind("longpoll", "ndjson", "sse", "websocket", encoded=True))
+async def test_compressed_answer_gives_each_event_as_its_bytes_arrive(name: str) -> None:
+    case = CASES[name]
+    kind = case["kind"]
+    transport = LongPollTransport(0) if kind == "longpoll" else TRANSPORTS[kind]()
+    events: list[Event] = []
+    failure: list[BaseException] = []
+
+    async def client(url: str) -> None:
+        async with aiohttp.ClientSession() as session:
+            try:
+                async for event in transport.events(session, URL(url), {"cursor": "c"}, 20):
+                    events.append(event)
+            except (NetworkError, aiohttp.ClientError) as exc:
+                failure.append(exc)
+
+    with Lockstep() as server:
+        reading = asyncio.create_task(client(f"{server.url}/{transport.path}/news"))
+        held = await asyncio.to_thread(server.next)
+        assert "gzip" in held.headers.get("accept-encoding", "") or kind == "websocket"
+        if kind == "websocket":
+            await serve_frames(held, case, events)
+        else:
+            await serve_reads(held, case, events)
+        await asyncio.wait_for(reading, 20)
+        held.close()
+    assert [normal(event) for event in messages(events)] == case["expect"]
+    assert bool(failure) == (case.get("end") == "cut"), failure

@@ -40,14 +40,19 @@ LOCUST_MASTER = "--master-bind-host 127.0.0.1 --master-bind-port {mport}"
 COMMAND_TIMEOUT = 240.0
 
 MAPPING: list[tuple[str, str, str]] = [
-    # (pattern, replacement, why); {port}, {mport}, {wport} are free loopback ports
+    # (pattern, replacement, why); {port}, {mport}, {wport}, {rport} are free loopback ports
     (r"127\.0\.0\.1:8080|SERVER:8080", "127.0.0.1:{port}", "the server on a free port"),
     (r"--port 8080", "--port {port}", "the server on a free port"),
     (r"^(\.venv/bin/pushserver)$", r"\1 --port {port}", "its default port 8080, moved"),
     (r"\bMASTER\b", "127.0.0.1", "the Locust master runs here"),
     (r"cursor=CURSOR", "cursor={cursor}", "the last cursor the stream above printed"),
     (r"timeout=30\b", "timeout=1", "a long-poll that has nothing new returns sooner"),
-    (r"^(\.venv/bin/pushserver-burnin .*)$", rf"\1 {BURNIN_SMALL}", "small steps (last wins)"),
+    (r"^(\.venv/bin/pushserver-burnin (?!worker).*)$", rf"\1 {BURNIN_SMALL}",
+     "small steps (last wins)"),
+    (r"--master-bind-host 0\.0\.0\.0", "--master-bind-host 127.0.0.1", "listen on loopback only"),
+    (r"\b5557\b", "{rport}", "pushserver-burnin's master on a free port of its own"),
+    (r"--remote-workers 2", "--remote-workers 1", "one load machine: the worker line runs once"),
+    (r"THIS_MACHINES_ADDRESS", "127.0.0.7", "a loopback address of its own"),
     (r"^(\.venv/bin/pushserver-bench --quick)$", r"\1 --only 1", "test_bench.py runs all"),
     (r"^(\.venv/bin/locust .*--master .*)$", rf"\1 {LOCUST_SMALL} {LOCUST_MASTER}",
      "small steps; a free port between master and worker"),
@@ -106,6 +111,7 @@ class Walk:
     port: int = field(default_factory=free_port)
     mport: int = field(default_factory=free_port)
     wport: int = field(default_factory=free_port)
+    rport: int = field(default_factory=free_port)
     background: list[tuple[str, subprocess.Popen[bytes], Path]] = field(default_factory=list)
 
     @property
@@ -132,7 +138,8 @@ class Walk:
         if "{cursor}" in command:
             wait_for("a cursor on the held stream", self._has_cursor)
             command = command.replace("{cursor}", self.cursor())
-        for name, port in (("port", self.port), ("mport", self.mport), ("wport", self.wport)):
+        ports = {"port": self.port, "mport": self.mport, "wport": self.wport, "rport": self.rport}
+        for name, port in ports.items():
             command = command.replace(f"{{{name}}}", str(port))
         return command
 

@@ -19,8 +19,8 @@ async def test_publishes_inside_the_delay_share_one_write(max_delay: float) -> N
         reader, writer, _ = await open_stream(port, "/stream/fd")
         assert await read_chunk(reader) == b"\n"  # the (empty) padding
         # As if the last flush had been costly and had just ended: the next one waits.
-        state.hub.flush_delay = max_delay
-        state.hub.last_flush_end = asyncio.get_running_loop().time()
+        state.hub.fanout.flush_delay = max_delay
+        state.hub.fanout.last_flush_end = asyncio.get_running_loop().time()
         async with aiohttp.ClientSession() as session:
             for n in range(3):
                 async with session.post(f"http://127.0.0.1:{port}/pub/fd", data=str(n)) as resp:
@@ -39,8 +39,8 @@ async def test_a_message_after_a_quiet_spell_is_not_delayed() -> None:
         reader, writer, _ = await open_stream(port, "/stream/fq")
         assert await read_chunk(reader) == b"\n"
         # A costly flush long ago: its delay (longer than the read deadline) no longer applies.
-        state.hub.flush_delay = 3600.0
-        state.hub.last_flush_end = asyncio.get_running_loop().time() - 3601.0
+        state.hub.fanout.flush_delay = 3600.0
+        state.hub.fanout.last_flush_end = asyncio.get_running_loop().time() - 3601.0
         async with (
             aiohttp.ClientSession() as session,
             session.post(f"http://127.0.0.1:{port}/pub/fq", data="now") as resp,

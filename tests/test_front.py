@@ -34,6 +34,7 @@ from .inprocess import (
     DEADLINE,
     get,
     in_process,
+    kept_data,
     open_stream,
     read_chunk,
     read_response,
@@ -67,7 +68,7 @@ async def scenario() -> None:
             assert b"Transfer-Encoding: chunked" in head and b"Connection: close" in head
         for _, _, head in plain:
             assert head.startswith(b"HTTP/1.0 200 OK\r\n")
-        await until(lambda: state.hub.connection_total == 12, "12 held streams")
+        await until(lambda: state.admission.total == 12, "12 held streams")
         assert aiohttp_leftovers(runner) == NOTHING
 
         # A pipelined request on a held stream is read and ignored; the stream goes on.
@@ -87,14 +88,14 @@ async def scenario() -> None:
         # Clients leaving are noticed without aiohttp: counted and unregistered.
         for _, writer, _ in streams[3:] + sse[2:]:
             writer.close()
-        await until(lambda: state.hub.connection_total == 8, "4 disconnects")
+        await until(lambda: state.admission.total == 8, "4 disconnects")
         assert state.hub.stats.disconnects["client"] == 4
         assert len(state.hub.channels["ho"].streams) >= 1
 
         # Draining: each stream is told to reconnect, its body is ended, then the socket closed.
-        state.hub.drain()
-        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
-        assert state.hub.connection_total == 0
+        state.hub.shutdown.drain()
+        await asyncio.wait_for(state.hub.shutdown.all_gone(), DEADLINE)
+        assert state.admission.total == 0
         assert state.hub.stats.disconnects["shutdown"] == 8
         for reader, _, _ in streams[:3] + sse[:2]:
             rest = await asyncio.wait_for(reader.read(), DEADLINE)
@@ -119,7 +120,7 @@ async def poll_scenario() -> None:
         conns = [await asyncio.open_connection("127.0.0.1", port) for _ in range(5)]
         for _, writer in conns:
             writer.write(get("/lp/hp?timeout=60"))
-        await until(lambda: state.hub.connection_total == 5, "5 held polls")
+        await until(lambda: state.admission.total == 5, "5 held polls")
         assert aiohttp_leftovers(runner) == NOTHING
 
         # A request sent while the poll waits is answered after it, by aiohttp.
@@ -132,7 +133,7 @@ async def poll_scenario() -> None:
             cursors.append(doc["cursor"])
         head, body = await read_response(conns[0][0])
         assert head.startswith(b"HTTP/1.1 200 OK\r\n") and body == b"ok"
-        assert state.hub.connection_total == 0
+        assert state.admission.total == 0
 
         # Each connection carries the next poll: one expires empty, one is answered from the
         # history, the rest wait for the next message; aiohttp holds none of them.
@@ -143,19 +144,19 @@ async def poll_scenario() -> None:
         assert [m["data"] for m in (await answer(conns[2][0]))["messages"]] == ["m1"]
         for _, writer in conns[3:]:
             writer.write(get(f"/lp/hp?cursor={cursors[3]}"))
-        await until(lambda: state.hub.connection_total == 2, "2 polls held again")
+        await until(lambda: state.admission.total == 2, "2 polls held again")
         conns[0][1].write(get(f"/lp/hp?cursor={cursors[0]}"))
-        await until(lambda: state.hub.connection_total == 3, "the poll after /healthz held")
+        await until(lambda: state.admission.total == 3, "the poll after /healthz held")
         assert aiohttp_leftovers(runner) == NOTHING
 
         # A client that leaves while its poll waits is unregistered.
         conns[4][1].close()
-        await until(lambda: state.hub.connection_total == 2, "the poll to be let go")
+        await until(lambda: state.admission.total == 2, "the poll to be let go")
 
         # Draining answers the last polls with their cursor, then closes their connections.
         state.draining = True
-        state.hub.drain()
-        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
+        state.hub.shutdown.drain()
+        await asyncio.wait_for(state.hub.shutdown.all_gone(), DEADLINE)
         for i in (0, 3):
             doc = await answer(conns[i][0], closing=True)
             assert doc == {"messages": [], "cursor": cursors[i]}
@@ -190,7 +191,7 @@ async def open_ws(port: int, path: str) -> tuple[asyncio.StreamReader, asyncio.S
 async def ws_scenario() -> None:
     async with in_process() as (state, runner, port):
         conns = [await open_ws(port, "/ws/hw") for _ in range(4)]
-        await until(lambda: state.hub.connection_total == 4, "4 held websockets")
+        await until(lambda: state.admission.total == 4, "4 held websockets")
         assert aiohttp_leftovers(runner) == NOTHING
 
         await state.hub.publish([("hw", b'"m1"')])
@@ -218,10 +219,10 @@ async def ws_scenario() -> None:
         assert opcode == CLOSE and payload[:2] == struct.pack("!H", 1002)
         w3.write(masked(CLOSE, payload[:2]))
         assert await asyncio.wait_for(r3.read(), DEADLINE) == b""
-        await until(lambda: state.hub.connection_total == 2, "2 websockets let go")
+        await until(lambda: state.admission.total == 2, "2 websockets let go")
 
         # Draining closes with 1012 (service restart) and waits for the client's close.
-        state.hub.drain()
+        state.hub.shutdown.drain()
         for reader, writer in conns[:2]:
             opcode, payload = await frame(reader)
             assert opcode == TEXT and json.loads(payload)["type"] == "reconnect"
@@ -230,7 +231,7 @@ async def ws_scenario() -> None:
             # The server half-closes after the handshake and lets the client close TCP.
             assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
             writer.close()
-        await asyncio.wait_for(state.hub.all_gone(), DEADLINE)
+        await asyncio.wait_for(state.hub.shutdown.all_gone(), DEADLINE)
         await until(
             lambda: state.hub.stats.disconnects == {"client": 2, "shutdown": 2},
             "both closes counted",
@@ -304,7 +305,7 @@ async def mixed_scenario() -> None:
         assert await published(reader) == 1
         writer.write(get("/healthz"))
         assert (await read_response(reader))[1] == b"ok"
-        assert state.hub.channels["ck"].history[-1].data == b'"chk"'
+        assert kept_data(state, "ck")[-1] == b'"chk"'
         writer.close()
 
 
@@ -419,7 +420,7 @@ async def drain_scenario() -> None:
     after_http = await asyncio.open_connection("127.0.0.1", port)
     after_http[1].write(get("/healthz"))
     assert (await read_response(after_http[0]))[1] == b"ok"
-    await until(lambda: serving.state.hub.connection_total == 2, "a poll and a stream held")
+    await until(lambda: serving.state.admission.total == 2, "a poll and a stream held")
     serving.state.draining = True
     await asyncio.wait_for(serving.drain(), DEADLINE)
     assert (await answer(poll[0], closing=True))["messages"] == []

@@ -107,7 +107,7 @@ async def test_a_repoll_at_the_head_is_held_by_the_kept_poll_however_it_is_read(
         conn, transport, _ = await held_poll(server, "rk")
         (poll,) = state.hub.channels["rk"].waiters
         await state.hub.publish([("rk", b'"one"')])
-        await until(lambda: conn.kept is poll, "the answered poll kept by its connection")
+        await until(lambda: conn.conn.kept is poll, "the answered poll kept by its connection")
         repoll = get(f"/lp/rk?timeout=20&cursor={cursor_of(transport.out[-1])}")
         if read == "whole":
             conn.data_received(repoll)
@@ -116,7 +116,7 @@ async def test_a_repoll_at_the_head_is_held_by_the_kept_poll_however_it_is_read(
             conn.data_received(repoll[9:])
         else:
             conn.data_received(repoll + get("/lp/rk?timeout=0"))
-        assert state.hub.channels["rk"].waiters == {poll} and conn.kept is None
+        assert state.hub.channels["rk"].waiters == {poll} and conn.conn.kept is None
         await state.hub.publish([("rk", b'"two"')])
         answer = transport.out[-1]
         assert b'"two"' in answer and b'"one"' not in answer
@@ -133,7 +133,7 @@ async def test_pipelined_repolls_behind_the_head_are_each_answered_without_nesti
         await state.hub.publish([("rp", b'"one"')])
         behind = cursor_of(transport.out[-1])
         await state.hub.publish([("rp", b'"two"')])  # nobody held: the kept poll is behind
-        await until(lambda: conn.kept is not None, "the answered poll kept by its connection")
+        await until(lambda: conn.conn.kept is not None, "the answered poll kept by its connection")
         answered = len(transport.out)
         conn.data_received(get(f"/lp/rp?timeout=20&cursor={behind}") * 150)
         assert len(transport.out) == answered + 150  # each answered at once, from one read

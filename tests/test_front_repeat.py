@@ -1,5 +1,5 @@
 """Re-polls on one keep-alive connection: the same head but for its cursor is served without
-being parsed again (`web.front.repeat`), and answers exactly as a first poll would: in order,
+being parsed again (`web.front.repoll`), and answers exactly as a first poll would: in order,
 each message once, a bad cursor refused, an expired token refused, pipelined re-polls answered
 one after the other."""
 

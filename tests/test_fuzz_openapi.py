@@ -19,7 +19,8 @@ from aiohttp import web
 
 from pushserver.launcher import ServerProcess
 from pushserver.web.app import add_routes
-from pushserver.web.front import SUBSCRIBE_ROUTES
+from pushserver.web.front.routes import ROUTES as PUBLISH_ROUTES
+from pushserver.web.transports import ROUTES
 
 SPEC = Path(__file__).resolve().parent.parent / "docs" / "openapi.yaml"
 CHECKS = ",".join(
@@ -69,7 +70,8 @@ def test_served_description_covers_every_route(server):
     assert served == SPEC.read_bytes()
     app = web.Application()
     add_routes(app)
-    routes = {resource.canonical for resource in app.router.resources()} | set(SUBSCRIBE_ROUTES)
+    routes = {resource.canonical for resource in app.router.resources()}
+    routes |= {*ROUTES, *PUBLISH_ROUTES}
     assert set(yaml.safe_load(served)["paths"]) == routes
 
 

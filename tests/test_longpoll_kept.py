@@ -44,7 +44,7 @@ def waiters(state: ServerState, channel: str) -> set[object]:
 
 
 def held(state: ServerState) -> int:
-    return state.hub.connections["longpoll"]
+    return state.admission.connections["longpoll"]
 
 
 async def answered_once(state: ServerState, port: int, channel: str) -> tuple[Conn, object, dict]:

@@ -1,7 +1,7 @@
-"""Publishes the front end serves itself (`web/front/publish.py`): what it adds to aiohttp's
-path. Pipelined publishes on one connection, bodies cut mid-way or sent too slowly, chunked
-bodies, `Expect: 100-continue`, bodies over the limit, CORS and the access log, on both loops the
-server supports.
+"""Publishes the front end serves itself (`web/front/publish.py`): pipelined publishes on one
+connection, bodies cut mid-way or sent too slowly, chunked bodies, compressed bodies (gzip and
+deflate read with zlib, others refused), `Expect: 100-continue`, bodies over the limit, CORS and
+the access log, on both loops the server supports.
 The server runs in this process so the test can see that aiohttp took no part and that every
 connection the server held is gone once its client is.
 """
@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import gzip
 import json
 import logging
 import time
+import zlib
 
 import pytest
 import uvloop
 
-from pushserver.web.front.protocol import FrontProtocol
+from pushserver.web.front import DONE
+from pushserver.web.front.connection import Connection
 
-from .inprocess import DEADLINE, get, in_process, read_response, read_until, until
-
-GONE = 4  # FrontProtocol's state once the connection is closed or given away
+from .inprocess import DEADLINE, get, in_process, kept_data, read_response, read_until, until
 
 
 def publish(path: str, body: bytes, headers: str = "", ctype: str = "application/json") -> bytes:
@@ -57,9 +58,9 @@ async def closed(reader: asyncio.StreamReader) -> None:
     assert await asyncio.wait_for(reader.read(), DEADLINE) == b""
 
 
-def connections() -> list[FrontProtocol]:
+def connections() -> list[Connection]:
     gc.collect()
-    return [o for o in gc.get_objects() if isinstance(o, FrontProtocol) and o.state != GONE]
+    return [o for o in gc.get_objects() if isinstance(o, Connection) and o.phase != DONE]
 
 
 def live_connections() -> int:
@@ -68,12 +69,7 @@ def live_connections() -> int:
 
 def reading_body() -> bool:
     """Whether a connection waits for the rest of a request body."""
-    return any(conn.sink is not None for conn in connections())
-
-
-def history(state, channel: str) -> list[bytes]:
-    ch = state.hub.channels.get(channel)
-    return [m.data for m in ch.history] if ch is not None else []
+    return any(conn.reader is not None for conn in connections())
 
 
 async def pipelined() -> None:
@@ -99,7 +95,7 @@ async def pipelined() -> None:
         assert [m["data"] for m in json.loads(body)["messages"]] == [{"n": 1}, "two", 3]
         assert (await refused(reader, b"400"))[1] == "bad_json"
         assert (await created(reader))["id"] == 4  # the refusal kept the connection
-        assert history(state, "pp")[-1] == b'"plain text"'
+        assert kept_data(state, "pp")[-1] == b'"plain text"'
         assert not runner.server.connections  # aiohttp answered none of them
         writer.close()
 
@@ -118,7 +114,7 @@ async def cut_and_slow() -> None:
         writer.write(head + body[:-5])  # the last chunk never comes
         writer.close()
         await until(lambda: live_connections() == 0, "every connection noticed gone")
-        assert history(state, "cut") == [] and history(state, "slow") == []
+        assert kept_data(state, "cut") == [] and kept_data(state, "slow") == []
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(publish("/pub/cut", b'"whole"'))
         assert (await created(reader))["id"] == 1
@@ -138,13 +134,59 @@ async def chunked_and_continue() -> None:
         head, body = chunked("/pub", [b'[{"channel": "ck", "data": 2}]'])
         writer.write(head + body)
         assert [r["id"] for r in await created(reader)] == [2]
-        assert history(state, "ck") == [b'"chunked"', b"2"]
+        assert kept_data(state, "ck") == [b'"chunked"', b"2"]
 
         writer.write(publish("/pub/ck", b'"later"', "Expect: 100-continue\r\n")[:-7])
         assert await read_until(reader, b"\r\n\r\n") == b"HTTP/1.1 100 Continue\r\n\r\n"
         writer.write(b'"later"')
         assert (await created(reader))["id"] == 3
         writer.close()
+
+
+async def compressed() -> None:
+    """gzip and deflate bodies (zlib or raw deflate, whole or chunked in pieces) are published
+    decompressed; one that inflates past the limit is refused as it inflates, a truncated one
+    once read, and another content coding at once, naming the ones read."""
+    async with in_process(max_message_bytes=1000) as (state, runner, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        raw = zlib.compressobj(wbits=-15)
+        raw_deflate = raw.compress(b'"raw"') + raw.flush()
+        head, body = chunked("/pub/gz", [*gzip.compress(b'"in pieces"').partition(b"\x00")])
+        writer.write(
+            publish("/pub/gz", gzip.compress(b'"one"'), "Content-Encoding: gzip\r\n")
+            + publish("/pub/gz", zlib.compress(b'"two"'), "Content-Encoding: Deflate\r\n")
+            + publish("/pub/gz", raw_deflate, "Content-Encoding: deflate\r\n")
+            + head.replace(b"\r\n\r\n", b"\r\nContent-Encoding: x-gzip\r\n\r\n")
+            + body
+            + publish("/pub/gz", gzip.compress(b'"cut"')[:-6], "Content-Encoding: gzip\r\n")
+            + publish(
+                "/pub",
+                gzip.compress(b'[{"channel": "gz", "data": 5}]'),
+                "Content-Encoding: gzip\r\n",
+            )
+        )
+        assert [(await created(reader))["id"] for _ in range(4)] == [1, 2, 3, 4]
+        assert (await refused(reader, b"400"))[1] == "bad_request"  # read, so kept alive
+        assert [r["id"] for r in await created(reader)] == [5]
+        assert kept_data(state, "gz") == [b'"one"', b'"two"', b'"raw"', b'"in pieces"', b"5"]
+        assert not runner.server.connections  # aiohttp answered none of them
+        bomb = gzip.compress(b'"' + b"x" * 100_000 + b'"')  # 100 KB inflated, 140 B sent
+        writer.write(
+            publish("/pub/gz", bomb, "Content-Encoding: gzip\r\n")
+            + publish("/pub/gz", gzip.compress(b'"after"'), "Content-Encoding: gzip\r\n")
+        )
+        assert (await refused(reader, b"413"))[1] == "too_large"  # all of it read: kept alive
+        assert (await created(reader))["id"] == 6
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(publish("/pub/gz", b"\x1b\x00\x00", "Content-Encoding: br\r\n"))
+        head, code = await refused(reader, b"415")
+        assert code == "unsupported_encoding" and b"Connection: close" in head  # body unread
+        assert b"Accept-Encoding: gzip, deflate\r\n" in head
+        await closed(reader)
+        writer.close()
+        assert state.hub.stats.limits_hit["max_message_bytes"] == 1
+        assert len(kept_data(state, "gz")) == 6
 
 
 async def bodies_of_many_reads() -> None:
@@ -158,7 +200,7 @@ async def bodies_of_many_reads() -> None:
             writer.write(publish("/pub/mr", one) + publish("/pub", batch))
             assert (await created(reader))["id"] == 61 * n - 60
             assert [r["id"] for r in await created(reader)][-1] == 61 * n
-        assert history(state, "mr")[-61] == one and len(history(state, "mr")[-1]) == 8002
+        assert kept_data(state, "mr")[-61] == one and len(kept_data(state, "mr")[-1]) == 8002
         writer.close()
 
 
@@ -187,7 +229,7 @@ async def refused_before_body() -> None:
         )
         assert (await refused(reader, b"413"))[1] == "too_large"
         assert (await created(reader))["id"] == 1
-        assert history(state, "big") == [b'"small"']
+        assert kept_data(state, "big") == [b'"small"']
         writer.close()
 
 
@@ -218,15 +260,17 @@ async def repeated_heads() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         port_here = writer.get_extra_info("sockname")[1]
 
-        def publisher() -> list[FrontProtocol]:
+        def publisher() -> list[Connection]:
             return [
-                c for c in connections() if c.transport.get_extra_info("peername")[1] == port_here
+                c
+                for c in connections()
+                if c.io.transport.get_extra_info("peername")[1] == port_here
             ]
 
         await until(publisher, "the publisher's connection accepted")
         [conn] = publisher()
         delivered_at_answer: list[int] = []
-        conn.transport = Recording(conn.transport, state, delivered_at_answer)
+        conn.out = Recording(conn.out, state, delivered_at_answer)
         writer.write(publish("/pub/rh", b'"a"') + publish("/pub/rh", b'"b"'))
         for n in (1, 2):
             assert await created(reader) == {
@@ -247,7 +291,7 @@ async def repeated_heads() -> None:
             head, body = await read_response(reader)
             assert head.startswith(b"HTTP/1.0 201 Created\r\n"), head
             assert b"Connection: keep-alive\r\n" in head and json.loads(body)["id"] == n
-        assert history(state, "rh") == [b'"a"', b'"b"', b'"c"', b'"d"', b'"d"']
+        assert kept_data(state, "rh") == [b'"a"', b'"b"', b'"c"', b'"d"', b'"d"']
         writer.close()
         sse_writer.close()
 
@@ -300,12 +344,13 @@ async def cors_and_log() -> None:
         pipelined,
         cut_and_slow,
         chunked_and_continue,
+        compressed,
         bodies_of_many_reads,
         refused_before_body,
         repeated_heads,
         cors_and_log,
     ],
-    ids=["pipelined", "cut", "chunked", "reads", "refused", "repeated", "cors"],
+    ids=["pipelined", "cut", "chunked", "compressed", "reads", "refused", "repeated", "cors"],
 )
 def test_native_publish(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop

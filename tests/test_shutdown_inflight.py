@@ -15,7 +15,8 @@ import dataclasses
 import json
 import signal
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any
 
 import pytest
 import redis.asyncio
@@ -209,32 +210,36 @@ class HeldBroker(MemoryBroker):
     """Holds every publish until `answer` is set, as Redis running a script call does."""
 
     def __init__(self, expected: int) -> None:
-        super().__init__(300)
+        super().__init__(10, 300, 3600)
         self.expected = expected
         self.held = 0
         self.all_held = asyncio.Event()
         self.answer = asyncio.Event()
 
-    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
+    def publish(self, items: Sequence[Item]) -> Coroutine[Any, Any, list[Message]]:
+        return self._held(items)
+
+    async def _held(self, items: Sequence[Item]) -> list[Message]:
         self.held += 1
         if self.held == self.expected:
             self.all_held.set()
         await self.answer.wait()
-        return await super().publish(items)
+        return super().publish(items)
 
 
 async def test_hub_answered_returns_once_the_broker_answered_every_publish() -> None:
     broker = HeldBroker(expected=3)
-    hub = Hub(broker, history_size=10, history_ttl=300, max_buffer_bytes=1000)
-    await hub.answered()  # nothing in flight: no wait
-    publishes = [asyncio.create_task(hub.publish([("held", b"1")])) for _ in range(3)]
-    await broker.all_held.wait()
-    waiting = asyncio.create_task(hub.answered())
-    broker.answer.set()
-    await waiting
-    assert all(publish.done() for publish in publishes)
-    assert [p.result()[0][0].id for p in publishes] == [1, 2, 3]
-    assert hub.awaiting == 0
+    hub = Hub(broker, max_buffer_bytes=1000)
+    async with broker.running(hub):
+        await hub.shutdown.answered()  # nothing in flight: no wait
+        publishes = [asyncio.create_task(hub.publish([("held", b"1")])) for _ in range(3)]
+        await broker.all_held.wait()
+        waiting = asyncio.create_task(hub.shutdown.answered())
+        broker.answer.set()
+        await waiting
+        assert all(publish.done() for publish in publishes)
+        assert [p.result()[0][0].id for p in publishes] == [1, 2, 3]
+        assert hub.shutdown.awaiting == 0
 
 
 async def test_subscribes_waiting_on_redis_at_sigterm_are_answered(

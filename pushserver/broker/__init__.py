@@ -17,4 +17,4 @@ def create_broker(settings: Settings) -> Broker:
         return RedisBroker(settings)
     from .memory import MemoryBroker
 
-    return MemoryBroker(settings.history_ttl)
+    return MemoryBroker(settings.history_size, settings.history_ttl, settings.sweep_interval)

@@ -1,8 +1,9 @@
-"""The embedded broker: ids and history live in this process, in the hub's own channels."""
+"""The embedded engine: ids and histories live in this process, and are the whole truth."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import secrets
 import time
@@ -10,49 +11,111 @@ from array import array
 from collections.abc import Mapping, Sequence
 
 from ..core.broker import ChannelInfo, Item
+from ..core.history import Histories
 from ..core.idempotency import KeyMemory, Published
 from ..core.messages import Message
 from ..core.positions import Position, epoch_tag, is_unstarted, unstarted
+from ..core.slices import slices
 from .sinks import Reporting
 
 NAMES_KEPT = 1 << 14
 """Channels whose ended epochs are counted by name: the latest to end one."""
 SLOTS = 1 << 16
 """Slots (by name hash) counting the names forgotten past `NAMES_KEPT`, 8 bytes each."""
+SWEEP_SLICE = 1000
+"""Channels the idle sweep looks at per loop turn, so a pass over many never holds up delivery."""
 
 
 class MemoryBroker(Reporting):
-    """One process, no dependencies: the sink's local state is the whole truth. A channel's
-    epoch is made at its first message, new on every start (and after the channel was dropped
-    while idle), so a cursor from before is recognised as stale and answered with an `epoch`
-    gap; a channel only subscribed to stays unstarted (`core.positions.unstarted`) and can be
-    dropped as soon as nobody holds it.
+    """One process, no dependencies: its histories are the whole truth. A channel's epoch is
+    made at its first message, new on every start (and after the channel was dropped while
+    idle), so a cursor from before is recognised as stale and answered with an `epoch` gap; a
+    channel only subscribed to stays unstarted (`core.positions.unstarted`) and goes as soon as
+    nobody holds it.
 
-    A started channel dropped while idle ends its epoch, so its unstarted epoch's tag counts the
-    epochs it ended: a cursor from before one never passes for one taken before the next. That
-    count is kept for the latest `NAMES_KEPT` channels only; a name forgotten counts in its slot
-    instead, which changes the tag of every name there (a rare gap too many, never one too few).
+    A channel whose history has expired, that nobody holds and nobody left for `idle_after`, is
+    dropped by the sweep (every `sweep_interval`), which ends its epoch: its unstarted epoch's
+    tag counts the epochs it ended, so a cursor from before one never passes for one taken
+    before the next. That count is kept for the latest `NAMES_KEPT` channels only; a name
+    forgotten counts in its slot instead, which changes the tag of every name there (a rare
+    gap too many, never one too few).
     """
 
     name = "memory"
     healthy = True
 
-    def __init__(self, history_ttl: float) -> None:
+    def __init__(self, history_size: int, history_ttl: float, sweep_interval: float) -> None:
         self._boot = secrets.token_hex(4)
-        self.unstarted = unstarted(self._boot)
+        self.history = Histories(history_size, history_ttl, unstarted(self._boot))
+        self.sweep_interval = sweep_interval
+        self.idle_after = max(history_ttl, 2 * sweep_interval)
+        """How long a channel is kept after its last subscriber left (`unsubscribe`)."""
         self._keys = KeyMemory(history_ttl)
+        self._sweeping: asyncio.Task[None] | None = None
         self._counter = itertools.count(1)
+        self._left: dict[str, float] = {}
+        """When the last subscriber of a started channel left, the oldest first."""
         self._ended: dict[str, int] = {}
         """Epochs ended per channel, the one that ended one longest ago first."""
         self._forgotten = array("Q", bytes(8 * SLOTS))
         """Names forgotten from `_ended`, per slot."""
 
-    def _state(self, name: str) -> Position:
-        state = self.sink.state(name)
-        if state is None:
-            state = Position(unstarted(self._boot, self._tag(name)), 0)
-            self.sink.load(name, state.epoch, 0, ())
-        return state
+    async def start(self) -> None:
+        self._sweeping = asyncio.create_task(self._sweep_every())
+
+    async def stop(self) -> None:
+        if self._sweeping is not None:
+            self._sweeping.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeping
+
+    def publish(self, items: Sequence[Item]) -> list[Message]:
+        sink = self.sink
+        history = self.history
+        now = time.time()
+        out = []
+        for name, data, key in items:
+            seen = None if key is None else self._keys.get(name, key)
+            if seen is not None:
+                out.append(Message(name, seen.epoch, seen.id, seen.ts, data))
+                continue
+            kept = history.get(name)
+            if kept is None:
+                kept = history.load(name, self._unstarted(name), 0)
+            epoch = kept.epoch
+            if is_unstarted(epoch):  # tagged as the unstarted epoch it begins after
+                epoch = f"{self._boot}{next(self._counter):x}{epoch[len(history.unstarted) :]}"
+            message = Message(name, epoch, kept.last_id + 1, now, data)
+            history.append(message)
+            sink.append(message)
+            if key is not None:
+                self._keys.put(name, key, Published(epoch, message.id, now))
+            out.append(message)
+        return out
+
+    def subscribe(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
+        history = self.history
+        for name in names:
+            if name not in history:
+                history.load(name, self._unstarted(name), 0)
+
+    def unsubscribe(self, names: Sequence[str]) -> None:
+        history, sink = self.history, self.sink
+        for name in names:
+            kept = history.get(name)
+            if kept is None or sink.audience(name):
+                continue
+            if kept.unstarted:
+                del history[name]  # subscribing leaves nothing behind
+            else:
+                self._left.pop(name, None)
+                self._left[name] = time.monotonic()
+
+    async def info(self, name: str) -> ChannelInfo | None:
+        return self.history.info(name)
+
+    def _unstarted(self, name: str) -> str:
+        return unstarted(self._boot, self._tag(name))
 
     def _slot(self, name: str) -> int:
         return hash(name) % len(self._forgotten)
@@ -60,7 +123,8 @@ class MemoryBroker(Reporting):
     def _tag(self, name: str) -> str:
         return epoch_tag(self._forgotten[self._slot(name)], self._ended.get(name, 0))
 
-    def dropped(self, name: str) -> None:
+    def _dropped(self, name: str) -> None:
+        """`name`'s epoch ended: its next unstarted epoch differs from every earlier one."""
         ended = self._ended
         ended[name] = ended.pop(name, 0) + 1  # now the latest to end one
         if len(ended) > NAMES_KEPT:
@@ -68,54 +132,31 @@ class MemoryBroker(Reporting):
             del ended[forgotten]
             self._forgotten[self._slot(forgotten)] += 1
 
-    async def start(self) -> None:
-        return None
+    async def _sweep_every(self) -> None:
+        while True:
+            await asyncio.sleep(self.sweep_interval)
+            await self.sweep()
 
-    async def close(self) -> None:
-        return None
-
-    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
-        out = self.publish_now(items)
-        # One yield lets the flush write to subscribers before the publisher's answer is built
-        # and sent, which takes that answer off every delivery's latency.
-        await asyncio.sleep(0)
-        return out
-
-    def publish_now(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
-        sink = self.sink
-        now = time.time()
-        out = []
-        for name, data, key in items:
-            seen = None if key is None else self._keys.get(name, key)
-            if seen is not None:
-                message = Message(name, seen.epoch, seen.id, seen.ts, data)
-            else:
-                epoch, last_id = self._state(name)
-                if is_unstarted(epoch):  # tagged as the unstarted epoch it begins after
-                    epoch = f"{self._boot}{next(self._counter):x}{epoch[len(self.unstarted) :]}"
-                message = Message(name, epoch, last_id + 1, now, data)
-                sink.append(message)
-                if key is not None:
-                    self._keys.put(name, key, Published(epoch, message.id, now))
-            out.append((message, sink.audience(name)))
-        return out
-
-    async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
-        self.follow_now(names, positions)
-
-    def follow_now(self, names: Sequence[str], positions: Mapping[str, Position]) -> bool:
-        for name in names:
-            self._state(name)
-        return True
-
-    def current(self, name: str) -> bool:
-        return True  # the hub's channels are the history
-
-    def following(self, name: str) -> bool:
-        return False
-
-    def release(self, names: Sequence[str]) -> None:
-        return None
-
-    async def info(self, name: str) -> ChannelInfo | None:
-        return self.sink.snapshot(name)
+    async def sweep(self, idle_after: float | None = None) -> int:
+        """Drop the channels nobody holds whose history has expired and whose last subscriber
+        left `idle_after` (default `self.idle_after`) ago or more, `SWEEP_SLICE` at a time with
+        a loop turn between slices."""
+        history, sink, left = self.history, self.sink, self._left
+        ttl = history.ttl
+        idle = self.idle_after if idle_after is None else idle_after
+        dropped = 0
+        async for names in slices(list(history), SWEEP_SLICE):
+            now, idle_before = time.time(), time.monotonic() - idle
+            while left and next(iter(left.values())) <= idle_before:
+                del left[next(iter(left))]
+            for name in names:
+                kept = history.get(name)
+                if kept is None or name in left or sink.audience(name):
+                    continue
+                kept.expire(ttl, now)
+                if kept.buffer is None:
+                    del history[name]
+                    if not kept.unstarted:
+                        self._dropped(name)
+                    dropped += 1
+        return dropped

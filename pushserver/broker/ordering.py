@@ -2,9 +2,10 @@
 
 Notifications can arrive out of order, twice, or not at all (lost while reconnecting), and reads
 of the history can cross them. A `Sequencer` per channel hands the sink each message exactly
-once, in id order: a message that skips ids is queued and asks for a read of the history; a read
-that shows the history moved on without this node (ids no longer buffered, or a new epoch)
-becomes a jump, so subscribers are told exactly what they lost.
+once, in id order, after putting it in the engine's histories: a message that skips ids is
+queued and asks for a read of the history; a read that shows the history moved on without this
+node (ids no longer buffered, or a new epoch) becomes a jump, so subscribers are told exactly
+what they lost.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..core.broker import Sink
+from ..core.history import Histories
 from ..core.messages import Message
 from ..core.positions import is_unstarted
 
@@ -19,10 +21,11 @@ from ..core.positions import is_unstarted
 class Sequencer:
     """One channel's order. `epoch` is None until the first read (nothing applied yet)."""
 
-    __slots__ = ("epoch", "last_id", "name", "queue", "reading", "retired", "sink")
+    __slots__ = ("epoch", "history", "last_id", "name", "queue", "reading", "retired", "sink")
 
-    def __init__(self, name: str, sink: Sink) -> None:
+    def __init__(self, name: str, history: Histories, sink: Sink) -> None:
         self.name = name
+        self.history = history
         self.sink = sink
         self.epoch: str | None = None
         self.last_id = 0
@@ -90,7 +93,7 @@ class Sequencer:
         history must be read again."""
         if self.epoch is None:
             self.epoch, self.last_id = epoch, last_id
-            self.sink.load(self.name, epoch, last_id, messages)
+            self.history.load(self.name, epoch, last_id, messages)
         elif epoch in self.retired or (epoch != self.epoch and asked[0] != self.epoch):
             # Read before one that already moved to a newer epoch, or issued before this node
             # reached its epoch at all (the channel's first publish crossed it): stale.
@@ -119,10 +122,12 @@ class Sequencer:
 
     def _append(self, message: Message) -> None:
         self.last_id = message.id
+        self.history.append(message)
         self.sink.append(message)
 
     def _jump(self, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
         if self.epoch is not None and epoch != self.epoch:
             self.retired.add(self.epoch)
         self.epoch, self.last_id = epoch, last_id
-        self.sink.jump(self.name, epoch, last_id, messages)
+        self.history.reset(self.name, epoch, last_id, messages)
+        self.sink.jump(self.name)

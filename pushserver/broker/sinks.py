@@ -1,19 +1,51 @@
-"""What every engine does with the hub it reports to."""
+"""What every engine does with the hub it reports to: hold it, and run while it is there."""
 
 from __future__ import annotations
+
+from types import TracebackType
 
 from ..core.broker import Sink
 
 
 class Reporting:
-    """Holds the sink an engine reports to; the hub binds itself before starting the engine."""
+    """Holds the sink an engine reports to; `running(sink)` starts the engine (its `start`) and
+    stops it (its `stop`) when the context ends."""
 
     _sink: Sink | None = None
 
-    def bind(self, sink: Sink) -> None:
-        self._sink = sink
-
     @property
     def sink(self) -> Sink:
-        assert self._sink is not None, "bind() the broker to its hub first"
+        assert self._sink is not None, "run the broker (`running`) for its hub first"
         return self._sink
+
+    def running(self, sink: Sink) -> Running:
+        return Running(self, sink)
+
+    async def start(self) -> None:
+        """Connect (nothing to do for an engine that keeps everything in the process)."""
+
+    async def stop(self) -> None:
+        """Disconnect; called once the hub no longer needs the engine."""
+
+
+class Running:
+    """An engine's `running` context. A plain object, not an async generator, so a process that
+    ends without leaving it (a script with no cleanup) has nothing to finalize."""
+
+    __slots__ = ("engine", "sink")
+
+    def __init__(self, engine: Reporting, sink: Sink) -> None:
+        self.engine = engine
+        self.sink = sink
+
+    async def __aenter__(self) -> None:
+        self.engine._sink = self.sink
+        await self.engine.start()
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await self.engine.stop()

@@ -1,26 +1,53 @@
-"""The broker interface: what the hub asks of a broker, and what a broker reports back.
+"""The broker contract: what the hub asks of a broker engine, and what an engine reports back.
 
-The hub owns its broker and is the broker's `Sink`. A broker assigns ids, keeps (or reaches)
-the history and learns of messages published elsewhere; it reports messages to the sink strictly
-in id order, and says when a channel's history moved on without it (a jump: ids lost, or a new
-epoch). It never touches the hub's channels or subscribers.
+Shaped after centrifuge's `Broker` and its three-method event handler. An engine assigns ids,
+keeps each channel's history (`Broker.history`) and learns of messages published elsewhere; the
+hub holds the subscribers, does the fan-out and is the engine's `Sink`. No engine touches
+subscribers; the hub never writes a history.
+
+**Positions.** A channel's messages have ids 1, 2, 3, ... within an epoch, with no id skipped
+or repeated. A position is `(epoch, last id seen)` (`core.positions.Position`); a cursor is a
+position per channel (`core.positions.Cursor`).
+
+**Epochs.** A channel's epoch changes whenever its history is lost (the memory engine restarted
+or dropped the channel when idle; Redis flushed, failed over to a replica that lacks writes, or
+let the channel's keys expire). An epoch is an opaque string, never reused, so a cursor of a
+lost history is recognised and never misread as a position in the new one. A channel nobody has
+published to is in an unstarted epoch (`core.positions.unstarted`: the engine's generation, and
+a tag that changes whenever an epoch of that channel may have ended), at id 0, and costs no
+lasting state; its first message begins a real epoch whose `born` is that unstarted epoch, so a
+cursor taken before the first message resumes without a gap.
+
+**Gaps.** Loss is never silent. When ids a node never reported are gone (expired, trimmed, or
+lost with an epoch), the engine moves the history on and calls `Sink.jump`; the hub tells every
+subscriber held on the channel what it missed. A subscriber resuming from a cursor before what a
+history still buffers is told the same (`ChannelHistory.backlog`).
+
+**Ordering.** `Sink.append` gets each channel's messages strictly in id order, each once, after
+the message is in `history`. An engine shared by several nodes (Redis) gets notifications out
+of order, twice or not at all, and reads that cross them; it puts them in order through
+`broker/ordering.Sequencer`, one per channel, which asks for a read of the history when ids are
+missing and turns a history that moved on into a jump.
+
+**What a shared engine must do.** Follow (listen to) every channel with a subscriber on this
+node, from before the first read of its history, so nothing falls between the read and the
+notifications; keep the histories it follows current in `history` and drop them once nobody
+here has held them for a while (`Sink.audience`); read again when a subscriber's cursor is ahead
+of what this node has seen (it came from another node); report a lost history as an epoch
+change agreed by every node, and never hand out an id twice. Never block the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple, Protocol
+from collections.abc import Coroutine, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, NamedTuple, Protocol
 
+from .history import ChannelInfo, Histories
 from .messages import Message
 from .positions import Position
 
-
-class ChannelInfo(NamedTuple):
-    """A channel's state as the broker knows it, for GET /channels."""
-
-    epoch: str
-    last_id: int
-    buffered: int
+__all__ = ["Broker", "ChannelInfo", "Item", "Sink"]
 
 
 class Item(NamedTuple):
@@ -32,86 +59,69 @@ class Item(NamedTuple):
 
 
 class Sink(Protocol):
-    """Where a broker reports (the hub)."""
-
-    def state(self, name: str) -> Position | None:
-        """The epoch and last id this node holds for `name`, or None if it holds nothing."""
-
-    def load(self, name: str, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
-        """A channel's state read from the broker for the first time."""
+    """Where an engine reports: the hub. Every call is synchronous, on the event loop."""
 
     def append(self, message: Message) -> None:
-        """The channel's next message, in id order: store it and fan it out."""
+        """`message` is its channel's next, in id order, already in `history`: fan it out."""
 
-    def jump(self, name: str, epoch: str, last_id: int, messages: Sequence[Message]) -> None:
-        """The history moved on without this node: what it missed is gone (ids expired, or a
-        new epoch); `messages` are what is still buffered. Subscribers get a gap."""
+    def jump(self, name: str) -> None:
+        """`name`'s history (in `history`, already moved) went on without this node: ids it
+        never reported are gone, or a new epoch began. Whoever is held on it gets a gap."""
 
     def audience(self, name: str) -> int:
-        """Subscribers held on this node for `name`."""
-
-    def snapshot(self, name: str) -> ChannelInfo | None:
-        """The local state of `name`, for a broker whose local state is the whole truth."""
-
-    def forget(self, name: str) -> None:
-        """The broker no longer follows `name`; drop its local state if nobody holds it."""
+        """Subscribers held on this node for `name`: an engine keeps what they resume from, and
+        follows the channel, while there are any."""
 
 
 class Broker(Protocol):
+    """An engine: ids, histories and the messages other nodes publish."""
+
     name: str
-    unstarted: str
-    """The unstarted epoch of the broker's current generation, untagged
-    (`core.positions.unstarted`): every epoch it holds began in this generation, after the
-    unstarted epoch `core.positions.born` names."""
+    """The engine's kind, for /stats and errors ("memory", "redis")."""
+
+    history: Histories
+    """The channels this node holds, by name: what subscribers resume from. Written by the
+    engine only; the hub reads it synchronously for backlogs (once `subscribe` says a channel
+    is current) and counts. Only `ChannelHistory` objects the engine has dropped or replaced
+    are out of date, so the hub checks it holds the one `history` has."""
 
     @property
     def healthy(self) -> bool:
-        """False while the broker cannot publish (Redis down); /healthz answers 503."""
+        """False while the engine cannot publish (Redis down); /healthz answers 503."""
 
-    def bind(self, sink: Sink) -> None:
-        """Set the sink; called once by the hub before `start`."""
+    def running(self, sink: Sink) -> AbstractAsyncContextManager[None]:
+        """Start (connect), report to `sink` until the context ends, then stop (disconnect).
+        Every other call comes while it runs."""
 
-    async def start(self) -> None: ...
+    def publish(self, items: Sequence[Item]) -> list[Message] | Coroutine[Any, Any, list[Message]]:
+        """Assign ids and store the messages; each reaches the sink through `append` (before
+        this returns for an engine that holds the ids itself, later for one that learns of
+        them from its backend). The messages come back in the order of `items`.
 
-    async def close(self) -> None: ...
+        An item whose key was seen on its channel is not published: its original message
+        comes back. The messages when it needs no wait (the memory engine: the publish is then
+        answered without a task); else a coroutine that has started nothing, to be awaited
+        (or closed), which raises `Unavailable` (`broker_down`) when the backend cannot be
+        reached and `Unavailable` (`outcome_unknown`) when it may have published without
+        saying so."""
 
-    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
-        """Assign ids and store the messages; each reaches the sink through `append`. Returns
-        each message with the local audience it was handed to (counted before any await). An
-        item whose key was seen on its channel is not published: its original result is
-        returned. Raises `OutcomeUnknown` when the broker may have published without saying."""
+    def subscribe(
+        self, names: Sequence[str], positions: Mapping[str, Position]
+    ) -> Coroutine[Any, Any, None] | None:
+        """Follow these channels for a new subscription (or a long-poll held again) and make
+        their histories current in `history`.
 
-    def publish_now(self, items: Sequence[Item]) -> list[tuple[Message, int]] | None:
-        """`publish` when it needs no wait (the broker holds the ids itself): its result then;
-        None, having done nothing, when the caller must await `publish`. Lets a publish whose
-        body is at hand be answered without a task."""
-
-    async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
-        """Make sure the sink holds the current state of these channels, for a new subscription.
-
-        `positions` is the subscriber's cursor: a broker shared by several nodes reads again
-        when the cursor is ahead of what this node has seen (it came from another node).
-        Raises `Unavailable` when the broker cannot be reached.
+        `positions` is the subscriber's cursor: a shared engine reads again when one is ahead
+        of what this node has seen. None when every channel is current already (always, for
+        the memory engine): the caller reads `history` at once, without a task. Else a
+        coroutine, to be awaited (or closed: calling `subscribe` again is harmless), after
+        which they are current; it raises `Unavailable` when the backend cannot be reached.
         """
 
-    def follow_now(self, names: Sequence[str], positions: Mapping[str, Position]) -> bool:
-        """`follow` when it needs no wait (the channels are at hand and current): True then;
-        False when the caller must await `follow`. Lets a re-poll skip a task."""
-
-    def current(self, name: str) -> bool:
-        """Whether the sink's state of `name`, which it holds, may be used as it is: a re-poll at
-        the channel's head is then held on it (`follow_now` without a cursor, made cheap for
-        the engine whose sink is the whole truth)."""
-
-    def following(self, name: str) -> bool:
-        """Whether the broker keeps `name` in the sink (the hub's idle sweep leaves it)."""
-
-    def release(self, names: Sequence[str]) -> None:
-        """A subscription on these channels ended (a shared broker may stop listening)."""
-
-    def dropped(self, name: str) -> None:
-        """The hub's idle sweep dropped `name`, which had messages. Where the sink is the whole
-        truth (memory) its epoch is gone, and its next unstarted epoch must differ."""
+    def unsubscribe(self, names: Sequence[str]) -> None:
+        """A subscription on these channels ended (the hub counts it out of `audience` first):
+        a shared engine may stop following a channel nobody holds; a channel nobody published
+        to goes."""
 
     async def info(self, name: str) -> ChannelInfo | None:
         """The channel's state for GET /channels, or None if it does not exist."""

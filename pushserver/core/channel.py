@@ -1,14 +1,13 @@
-"""A channel: its epoch, its ids, its bounded history and the subscribers held on it here."""
+"""A channel as the hub holds it: who is held on it here, and how far the fan-out has gone."""
 
 from __future__ import annotations
 
 import time
-from collections import deque
 from typing import Generic, TypeVar
 
 from ..wire.framing import Framing
-from .errors import InvalidInput
-from .messages import Event, Gap, Message
+from .history import ChannelHistory
+from .messages import Event, Message
 from .positions import Position, cursor_part, is_unstarted
 
 S = TypeVar("S")
@@ -16,20 +15,19 @@ W = TypeVar("W")
 
 
 class Channel(Generic[S, W]):
-    """State of one channel on this server, and who is held on it: streams `S`, long-polls `W`
-    (generic so that the channel knows nothing of the subscriber classes built on it).
+    """The subscribers held on one channel here: streams `S`, long-polls `W` (generic so that
+    the channel knows nothing of the subscriber classes built on it), and the position the
+    fan-out has reached. What subscribers resume from is the broker's (`history`).
 
-    `last_id` is the last id assigned; `sent_id` the last id fanned out to local subscribers.
-    Messages between the two wait in `pending` for the next flush, which coalesces everything
-    published in one loop iteration into one write per subscriber.
+    `sent_id` is the last id fanned out to local subscribers, in `epoch`; messages after it
+    wait in `pending` for the next flush, which coalesces everything published in one loop
+    iteration into one write per subscriber.
     """
 
     __slots__ = (
-        "born",
         "epoch",
         "history",
         "idle_since",
-        "last_id",
         "multi",
         "name",
         "pending",
@@ -39,23 +37,18 @@ class Channel(Generic[S, W]):
         "waiters",
     )
 
-    def __init__(self, name: str, epoch: str, history_size: int, last_id: int = 0) -> None:
-        self.name = name
-        self.epoch = epoch
-        self.last_id = last_id
-        self.sent_id = last_id
-        self.sent_position = cursor_part(name, epoch, last_id)
-        self.history: deque[Message] = deque(maxlen=history_size)
+    def __init__(self, history: ChannelHistory) -> None:
+        self.name = history.name
+        self.history = history
+        self.epoch = history.epoch
+        self.sent_id = history.last_id
+        self.sent_position = cursor_part(self.name, self.epoch, self.sent_id)
         self.pending: list[Message] = []
         self.streams: dict[Framing, set[S]] = {}
         self.waiters: set[W] = set()
         self.multi: set[S | W] = set()
         """Multi-channel subscribers (streams and polls) that include this channel."""
         self.idle_since = time.monotonic()
-        self.born: str | None = None
-        """The unstarted epoch this epoch began after (`core.positions.born`): a cursor at
-        (`born`, 0) was taken before its first message, after any earlier epoch of the channel
-        ended, and missed nothing."""
 
     @property
     def unstarted(self) -> bool:
@@ -71,50 +64,22 @@ class Channel(Generic[S, W]):
     def subscriber_count(self) -> int:
         return sum(map(len, self.streams.values())) + len(self.waiters) + len(self.multi)
 
-    def expire(self, ttl: float, now: float | None = None) -> None:
-        """Drop history older than the TTL (the deque's maxlen bounds the count)."""
-        history = self.history
-        cutoff = (time.time() if now is None else now) - ttl
-        while history and history[0].ts < cutoff and history[0].id <= self.sent_id:
-            history.popleft()
-
     def mark_sent(self, message: Message) -> None:
         self.sent_id = message.id
         self.sent_position = message.position
 
-    def reset(self, epoch: str, last_id: int) -> None:
-        """Move to another epoch or past lost ids: nothing before `last_id` is buffered."""
-        self.epoch = epoch
-        self.last_id = self.sent_id = last_id
-        self.sent_position = cursor_part(self.name, epoch, last_id)
-        self.history.clear()
+    def follow(self, history: ChannelHistory) -> None:
+        """Go on from `history` as it is now (a jump, or the broker's history of the channel
+        replaced): everything it has counts as fanned out."""
+        self.history = history
+        self.epoch = history.epoch
+        self.sent_id = history.last_id
+        self.sent_position = cursor_part(self.name, self.epoch, self.sent_id)
 
     def backlog(self, position: Position | None, history: int) -> list[Event]:
-        """What a subscriber joining at `position` must get first: a gap, then messages.
-
-        Only messages already fanned out count, so a pending one reaches the subscriber once,
-        by the next flush; the subscriber's position after these events is `sent_position`.
-        """
+        """What a subscriber joining at `position` must get first: a gap, then messages
+        (`ChannelHistory.backlog`, up to what was fanned out); its position after them is
+        `sent_position`."""
         if position is not None and position == (self.epoch, self.sent_id):
-            return []  # caught up: the usual re-poll, without a pass over the history
-        sent = [m for m in self.history if m.id <= self.sent_id]
-        if position is None:
-            return list(sent[-history:]) if history > 0 else []
-        epoch, seen = position
-        if seen == 0 and epoch == self.born:
-            epoch = self.epoch  # joined before the first message of this epoch: nothing missed
-        first = sent[0].id if sent else self.sent_id + 1
-        after_gap = cursor_part(self.name, self.epoch, first - 1)
-        if epoch != self.epoch:
-            return [Gap(self.name, 1, first - 1, "epoch", after_gap), *sent]
-        if seen > self.last_id:
-            raise InvalidInput(
-                "bad_cursor",
-                f"cursor for {self.name!r} is at id {seen}, past the channel's last id "
-                f"{self.last_id}",
-            )
-        events: list[Event] = []
-        if seen < first - 1:
-            events.append(Gap(self.name, seen + 1, first - 1, "expired", after_gap))
-        events.extend(m for m in sent if m.id > seen)
-        return events
+            return []  # caught up: the usual re-poll, without a look at the history
+        return self.history.backlog(position, history, self.sent_id)

@@ -17,8 +17,8 @@ ENVELOPE_TAIL = b'"}'
 
 
 class Message:
-    """One published message. Its envelope up to the cursor (shared by all framings) is made
-    when first needed: a message nobody receives costs no encoding."""
+    """One message. Its envelope up to the cursor (`head`, shared by all framings) is made when
+    first needed, so a message nobody receives costs no encoding until a history keeps it."""
 
     __slots__ = ("_head", "channel", "data", "epoch", "id", "position", "seq", "ts")
 
@@ -29,13 +29,28 @@ class Message:
         self.ts = ts
         self.data = data
         self.seq = 0
-        """Arrival order on this server across channels, set by the hub; orders multi-channel
-        deliveries the way they were published."""
+        """Arrival order on this server across channels, set when a history keeps it; orders
+        multi-channel backlogs the way they were published."""
         self.position = cursor_part(channel, epoch, id)
         self._head: bytes | None = None
 
-    def body(self, cursor: bytes) -> bytes:
-        """The envelope, carrying the subscription's cursor after this message."""
+    @classmethod
+    def kept(cls, channel: str, epoch: str, id: int, ts: float, seq: int, head: bytes) -> Message:
+        """A message as a history keeps it: its envelope head, not its data."""
+        message = cls.__new__(cls)
+        message.channel = channel
+        message.epoch = epoch
+        message.id = id
+        message.ts = ts
+        message.data = b""
+        message.seq = seq
+        message.position = cursor_part(channel, epoch, id)
+        message._head = head
+        return message
+
+    @property
+    def head(self) -> bytes:
+        """The envelope up to its cursor: what every subscriber is sent, but the cursor."""
         head = self._head
         if head is None:
             head = self._head = b'{"channel":%b,"id":%d,"ts":%b,"data":%b,"cursor":"' % (
@@ -44,6 +59,13 @@ class Message:
                 orjson.dumps(round(self.ts, 6)),
                 self.data,
             )
+        return head
+
+    def body(self, cursor: bytes) -> bytes:
+        """The envelope, carrying the subscription's cursor after this message."""
+        head = self._head
+        if head is None:
+            head = self.head
         return head + cursor + ENVELOPE_TAIL
 
 

@@ -1,8 +1,9 @@
 """Positions and cursors: where a subscriber stands in each channel, and the string it hands back.
 
-A cursor reads `channel:EPOCH:ID` joined with `,`, one part per channel. `Position` is the one
-place that format is written and read, so a stale or mangled cursor is refused instead of being
-misread as a position in another history.
+A cursor reads `channel:EPOCH:ID` joined with `,`, one part per channel. `cursor_part` is the one
+place a part is written and `Cursor` the one type that reads a whole cursor and joins its parts,
+so a stale or mangled cursor is refused instead of being misread as a position in another
+history.
 """
 
 from __future__ import annotations
@@ -73,31 +74,66 @@ def _bad(message: str) -> InvalidInput:
     return InvalidInput("bad_cursor", message)
 
 
-def parse_cursor(text: str) -> dict[str, Position]:
-    """`chan:EPOCH:ID,...` to {channel: Position}; any flaw is InvalidInput `bad_cursor`."""
-    positions: dict[str, Position] = {}
-    if not text:
-        return positions
-    for part in text.split(","):
-        pieces = part.rsplit(":", 2)
-        if len(pieces) != 3:
-            raise _bad(f"cursor part {part[:140]!r} is not channel:epoch:id")
-        channel, epoch, last = pieces
-        if not is_channel(channel) or not EPOCH_RE.fullmatch(epoch) or not ID_RE.fullmatch(last):
-            raise _bad(f"cursor part {part[:140]!r} is malformed")
-        if channel in positions:
-            raise _bad(f"cursor names channel {channel!r} twice")
-        last_id = int(last)
-        if last_id and is_unstarted(epoch):  # "before the first message" has no id
-            raise _bad(f"cursor part {part[:140]!r} puts an id in an unstarted epoch")
-        positions[channel] = Position(epoch, last_id)
-    return positions
+def _read_part(part: str) -> tuple[str, Position]:
+    """One part of a cursor a client sent, checked; any flaw is InvalidInput `bad_cursor`."""
+    pieces = part.rsplit(":", 2)
+    if len(pieces) != 3:
+        raise _bad(f"cursor part {part[:140]!r} is not channel:epoch:id")
+    channel, epoch, last = pieces
+    if not is_channel(channel) or not EPOCH_RE.fullmatch(epoch) or not ID_RE.fullmatch(last):
+        raise _bad(f"cursor part {part[:140]!r} is malformed")
+    last_id = int(last)
+    if last_id and is_unstarted(epoch):  # "before the first message" has no id
+        raise _bad(f"cursor part {part[:140]!r} puts an id in an unstarted epoch")
+    return channel, Position(epoch, last_id)
 
 
-def format_cursor(positions: Mapping[str, Position]) -> str:
-    return ",".join(p.part(c) for c, p in positions.items())
+class Cursor(dict[str, str]):
+    """A whole cursor: each channel's part (`cursor_part`) by channel, in the order the
+    subscription names them; the one type that parses a cursor a client sent and joins the
+    parts into the string a client gets.
 
+    Parts are kept as the strings they are sent as, so a multi-channel subscription moves one
+    channel's part per event (`advance`) and never formats the others again.
+    """
 
-def restrict(positions: Mapping[str, Position], channels: Iterable[str]) -> dict[str, Position]:
-    """The cursor's positions for the channels of this subscription only."""
-    return {c: positions[c] for c in channels if c in positions}
+    __slots__ = ()
+
+    @staticmethod
+    def read(text: str, channels: Iterable[str] | None = None) -> dict[str, Position]:
+        """The positions of `chan:EPOCH:ID,...` as a client sent it (of `channels` only, in
+        their order, when given: a subscription's); any flaw is InvalidInput `bad_cursor`."""
+        positions: dict[str, Position] = {}
+        if text:
+            for part in text.split(","):
+                channel, position = _read_part(part)
+                if channel in positions:
+                    raise _bad(f"cursor names channel {channel!r} twice")
+                positions[channel] = position
+        if channels is None:
+            return positions
+        return {c: positions[c] for c in channels if c in positions}
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        """A cursor as a client sent it, checked (`read`), its parts as the server writes them."""
+        return cls.of(cls.read(text))
+
+    @classmethod
+    def of(cls, positions: Mapping[str, Position]) -> Cursor:
+        return cls((channel, p.part(channel)) for channel, p in positions.items())
+
+    def positions(self) -> dict[str, Position]:
+        """Each channel's position."""
+        return dict(map(_read_part, self.values()))
+
+    def advance(self, channel: str, part: str) -> bytes:
+        """Move `channel` to `part`; the whole cursor after it, as sent."""
+        self[channel] = part
+        return ",".join(self.values()).encode()
+
+    def encode(self) -> bytes:
+        return ",".join(self.values()).encode()
+
+    def __str__(self) -> str:
+        return ",".join(self.values())

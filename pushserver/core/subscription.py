@@ -13,20 +13,21 @@ from typing import NamedTuple
 from ..wire.framing import Framing, longpoll_body
 from .channel import Channel
 from .messages import Event, Gap
+from .positions import Cursor
 
 
 class Start(NamedTuple):
-    """Where a new subscription starts: its channels, its position in each, its client, and
-    the events it gets first (its backlog)."""
+    """Where a new subscription starts: its channels, its cursor (its position in each), its
+    client, and the events it gets first (its backlog)."""
 
     channels: list[LocalChannel]
-    parts: dict[str, str]
+    at: Cursor
     remote: str
     events: Sequence[Event] = ()
 
 
-NO_PARTS: dict[str, str] = {}
-"""The `parts` of a one-channel waiter: its position is its channel's, so it keeps none (a held
+NO_CURSOR = Cursor()
+"""The cursor a one-channel waiter keeps: its position is its channel's, so it keeps none (a held
 long-poll's dict and cursor string were a tenth of its memory). Shared: never written to."""
 
 
@@ -69,26 +70,25 @@ class Subscription:
     """Channels and positions of one subscription.
 
     A one-channel subscription's position is always its channel's `sent_position`, so it keeps
-    no per-message state; a multi-channel one keeps a position per channel in `parts`.
+    no per-message state; a multi-channel one keeps its cursor in `at`.
     """
 
-    __slots__ = ("channels", "parts", "remote", "single")
+    __slots__ = ("at", "channels", "remote", "single")
 
     def __init__(self, start: Start) -> None:
-        self.channels, self.parts, self.remote, _ = start
+        self.channels, self.at, self.remote, _ = start
         self.single = self.channels[0] if len(self.channels) == 1 else None
 
     @property
     def cursor(self) -> str:
         if self.single is not None:
             return self.single.sent_position
-        return ",".join(self.parts.values())
+        return str(self.at)
 
     def advance(self, event: Event) -> bytes:
-        """Move past `event` and return the cursor after it, for a multi-channel subscription."""
-        parts = self.parts
-        parts[event.channel] = event.position
-        return ",".join(parts.values()).encode()
+        """Move past `event` and return the cursor after it (a held stream's backlog, and
+        every event of a multi-channel subscription)."""
+        return self.at.advance(event.channel, event.position)
 
     def framed(self, events: Iterable[Event]) -> Iterator[tuple[bytes, bytes]]:
         """Each event's envelope with this subscription's cursor after it, and that cursor."""
@@ -143,7 +143,7 @@ class Waiter(Subscription):
         super().__init__(start)
         self.bound = bound
         if self.single is not None:
-            self.parts = NO_PARTS
+            self.at = NO_CURSOR
 
     def resolve(self, body: bytes) -> None:
         raise NotImplementedError

@@ -3,21 +3,32 @@ collector, so fan-out pays nothing for them; only latencies are observed as they
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..core.hub import TRANSPORTS, Hub
+from ..core.hub import Hub
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 GC_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
+Counts = tuple[Sequence[str], Mapping[str, int]]
+"""The transports' names, and the connections held by transport (kept by the web layer, which
+admits them), read at each scrape."""
+
 
 class HubCollector(Collector):
-    def __init__(self, hub: Hub, labels: dict[str, str], extra: Callable[[], dict[str, float]]):
+    def __init__(
+        self,
+        hub: Hub,
+        connections: Counts,
+        labels: dict[str, str],
+        extra: Callable[[], dict[str, float]],
+    ):
         self.hub = hub
+        self.connections = connections
         self.labels = labels
         self.extra = extra
 
@@ -30,11 +41,12 @@ class HubCollector(Collector):
         conns = self._family(
             GaugeMetricFamily, "pushserver_connections", "Held subscriber connections", "transport"
         )
-        for t in TRANSPORTS:
-            conns.add_metric([*base, t], hub.connections.get(t, 0))
+        transports, counts = self.connections
+        for t in transports:
+            conns.add_metric([*base, t], counts.get(t, 0))
         yield conns
         channels = self._family(GaugeMetricFamily, "pushserver_channels", "Channels held")
-        channels.add_metric(base, len(hub.channels))
+        channels.add_metric(base, len(hub.broker.history))
         yield channels
         published = self._family(
             CounterMetricFamily, "pushserver_messages_published", "Messages published"
@@ -47,7 +59,7 @@ class HubCollector(Collector):
             "Message deliveries written to subscribers",
             "transport",
         )
-        for t in TRANSPORTS:
+        for t in transports:
             delivered.add_metric([*base, t], hub.stats.delivered[t])
         yield delivered
         disconnects = self._family(
@@ -74,7 +86,13 @@ class HubCollector(Collector):
 class Metrics:
     """One registry per server, so several servers in one process never collide."""
 
-    def __init__(self, hub: Hub, worker: int, extra: Callable[[], dict[str, float]]) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        connections: Counts,
+        worker: int,
+        extra: Callable[[], dict[str, float]],
+    ) -> None:
         labels = {"worker": str(worker)}
         self.registry = CollectorRegistry()
         self.fanout = Histogram(
@@ -92,7 +110,7 @@ class Metrics:
             registry=self.registry,
         )
         self._gc_children = [self.gc_pause.labels(*labels.values(), str(g)) for g in range(3)]
-        self.registry.register(HubCollector(hub, labels, extra))
+        self.registry.register(HubCollector(hub, connections, labels, extra))
 
     def observe_gc(self, generation: int, seconds: float) -> None:
         self._gc_children[generation].observe(seconds)

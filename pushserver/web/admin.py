@@ -12,12 +12,13 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from .. import __version__
 from ..core.errors import NotFound, broker_down, draining
-from ..core.hub import TRANSPORTS
 from ..core.names import parse_channel
 from ..monitor.process import rss_bytes
+from .admission import HEAD
 from .auth import check_publisher
 from .errors import response_for
 from .state import STATE, ServerState
+from .transports import NAMES
 
 
 def _json(payload: Any) -> web.Response:
@@ -45,7 +46,8 @@ async def channel_info(request: web.Request) -> web.Response:
 
 def stats(state: ServerState) -> dict[str, Any]:
     hub = state.hub
-    connections = {t: hub.connections.get(t, 0) for t in (*TRANSPORTS, "head")}
+    counts = state.admission.connections
+    connections = {t: counts.get(t, 0) for t in (*NAMES, HEAD)}
     connections["idle"] = len(state.heads.resting)
     connections["total"] = sum(connections.values())
     return {
@@ -57,10 +59,10 @@ def stats(state: ServerState) -> dict[str, Any]:
         "draining": state.draining,
         "uptime": round(time.time() - hub.stats.started, 3),
         "connections": connections,
-        "channels": len(hub.channels),
+        "channels": len(hub.broker.history),
         "messages_in": hub.stats.messages_in,
         "messages_out": sum(hub.stats.delivered.values()),
-        "delivered": {t: hub.stats.delivered[t] for t in TRANSPORTS},
+        "delivered": {t: hub.stats.delivered[t] for t in NAMES},
         "disconnects": dict(hub.stats.disconnects),
         "limits_hit": dict(hub.stats.limits_hit),
         "rss_bytes": rss_bytes(),

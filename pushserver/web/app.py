@@ -19,10 +19,12 @@ from ..core.hub import Hub
 from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
-from . import admin, cors, limits, openapi, proxies, publish
+from . import admin, cors, extension, limits, openapi, proxies
+from .admission import Admission
 from .errors import error_response, response_for
-from .front.conduit import Conduit
+from .front.forward import Conduit
 from .state import STATE, ServerState
+from .transports import NAMES
 
 log = logging.getLogger("pushserver")
 
@@ -43,13 +45,9 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
 
     The outermost middleware that answers: it sends the whole response itself (aiohttp then
     sends nothing more) and tells the front end's conduit that the answer is out, so the
-    front end can read the connection's next request. A request with a chunked body, whose end
-    only aiohttp finds, leaves its connection to aiohttp: that connection closes after the
-    answer, so the next request reaches the front end on a new one.
+    front end can read the connection's next request (`front/forward.py`).
     """
     response = await _answer(request, handler)
-    if "Transfer-Encoding" in request.headers:
-        response.force_close()
     try:
         await response.prepare(request)
         await response.write_eof()
@@ -57,7 +55,7 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return response  # the client left: aiohttp's own finishing notes that quietly
     conduit = request.transport
     if isinstance(conduit, Conduit):
-        conduit.answered(bool(response.keep_alive))
+        conduit.sent(bool(response.keep_alive))
     return response
 
 
@@ -96,9 +94,8 @@ def forwarded_client(trusted: tuple[proxies.Network, ...]) -> Middleware:
 
 
 def add_routes(app: web.Application) -> None:
-    """Publishing and admin; the subscribe paths are the front end's (`front.SUBSCRIBE_ROUTES`)."""
-    app.router.add_post("/pub/{channel}", publish.publish_one)
-    app.router.add_post("/pub", publish.publish_batch)
+    """The operator routes; subscribing and publishing are the front end's (`transports.ROUTES`,
+    `front.routes.ROUTES`)."""
     app.router.add_get("/channels/{channel}", admin.channel_info)
     app.router.add_get("/stats", admin.stats_handler)
     app.router.add_get("/metrics", admin.metrics_handler)
@@ -121,20 +118,20 @@ async def _every(seconds: float, action: Callable[[], object]) -> None:
 async def _timers(app: web.Application) -> AsyncIterator[None]:
     state = app[STATE]
     settings = state.settings
-    await state.hub.broker.start()
-    idle_after = max(settings.history_ttl, 2 * settings.sweep_interval)
-    tasks = [
-        asyncio.create_task(_every(settings.heartbeat, state.hub.heartbeat)),
-        asyncio.create_task(_every(settings.sweep_interval, lambda: state.hub.sweep(idle_after))),
-        asyncio.create_task(_every(1.0, state.cpu.sample)),
-    ]
-    yield
-    for task in tasks:
-        task.cancel()
-    for task in tasks:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    await state.hub.broker.close()
+    hub = state.hub
+    async with hub.broker.running(hub):
+        idle_after = max(settings.history_ttl, 2 * settings.sweep_interval)
+        tasks = [
+            asyncio.create_task(_every(settings.heartbeat, hub.fanout.heartbeat)),
+            asyncio.create_task(_every(settings.sweep_interval, lambda: hub.sweep(idle_after))),
+            asyncio.create_task(_every(1.0, state.cpu.sample)),
+        ]
+        yield
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
     state.gc.uninstall()
 
 
@@ -142,14 +139,14 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     """Build the app inside a running loop (the hub schedules its flushes on it)."""
     hub = Hub(
         create_broker(settings),
-        history_size=settings.history_size,
-        history_ttl=settings.history_ttl,
         max_buffer_bytes=settings.max_buffer_bytes,
         max_flush_delay=settings.max_flush_delay,
     )
     gc = GcMonitor(lambda generation, seconds: metrics.observe_gc(generation, seconds))
+    admission = Admission(settings, hub.stats.limits_hit)
     metrics = Metrics(
         hub,
+        (NAMES, admission.connections),
         worker,
         lambda: {
             "gc_pauses": gc.pauses,
@@ -163,10 +160,14 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     if settings.trusted_networks:
         middlewares.insert(0, forwarded_client(settings.trusted_networks))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_message_bytes)
-    app[STATE] = state = ServerState(settings, hub, metrics, gc, ExpiryWatch(hub), worker)
+    app[STATE] = state = ServerState(
+        settings, hub, metrics, gc, ExpiryWatch(hub), worker, admission
+    )
     if settings.max_publish_rate > 0:
         state.limiter = RateLimiter(settings.max_publish_rate)
     cors.setup(app, settings.cors_origins)
     add_routes(app)
+    if settings.extension:
+        await extension.extend(app, settings.extension)
     app.cleanup_ctx.append(_timers)
     return app

@@ -20,7 +20,17 @@ from ..core.errors import (
     Unavailable,
 )
 
+
+class UnsupportedEncoding(InvalidInput):
+    """A request body in a content coding the server does not read (RFC 9110 section 15.5.16);
+    its answer names the codings it does read (`Accept-Encoding`)."""
+
+
+ACCEPT_ENCODING = "gzip, deflate"
+"""The content codings request bodies may come in (`http.body.CODINGS`)."""
+
 STATUS: dict[type[PushError], int] = {
+    UnsupportedEncoding: 415,
     InvalidInput: 400,
     Unauthorized: 401,
     Forbidden: 403,
@@ -59,6 +69,8 @@ def refusal_headers(exc: PushError) -> dict[str, str]:
         headers["Retry-After"] = str(exc.retry_after)
     if isinstance(exc, Unauthorized):
         headers.update(BEARER_CHALLENGE)
+    if isinstance(exc, UnsupportedEncoding):
+        headers["Accept-Encoding"] = ACCEPT_ENCODING
     return headers
 
 

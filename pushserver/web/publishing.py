@@ -1,7 +1,6 @@
-"""Publishing as every path that serves it does it: who may publish now, how a body becomes
-messages, and the 201 body. aiohttp's handlers (`publish.py`) and the front end's own
-(`front/publish.py`) read the request each their own way and hand over plain values, so the
-rules live here once; nothing here touches aiohttp."""
+"""The rules of publishing: who may publish now, how a body becomes messages, and the 201 body.
+The front end reads the request (`front/publish.py`) and hands over plain values; nothing here
+touches HTTP."""
 
 from __future__ import annotations
 
@@ -35,10 +34,6 @@ def admit(state: ServerState, remote: str | None, authorization: str | None) -> 
 
 def body_limit(settings: Settings, batch: bool) -> int:
     return settings.max_message_bytes * (BATCH_FACTOR if batch else 1)
-
-
-def too_large(limit: int) -> TooLarge:
-    return TooLarge("too_large", f"message body is larger than {limit} bytes")
 
 
 def is_json(content_type: str) -> bool:

@@ -16,10 +16,9 @@ from ..config import FILES_RESERVED, ConfigError, Settings
 from ..monitor.gcmonitor import GcMonitor
 from . import logfilter
 from .app import create_app
-from .front import SUBSCRIBE_KINDS
 from .front.protocol import Front, FrontProtocol
 from .state import STATE, ServerState
-from .transports import longpoll, probe, sse, stream, ws
+from .transports import REGISTRY
 
 log = logging.getLogger("pushserver")
 
@@ -89,12 +88,13 @@ class Serving:
         The publishes and subscribes the broker holds are answered before `runner.cleanup`, whose
         app cleanup closes the broker: a publish gets the broker's answer rather than
         `504 outcome_unknown`, a subscribe `503 draining` rather than nothing."""
+        shutdown = self.state.hub.shutdown
         self.listener.close()
-        self.state.hub.drain()
+        shutdown.drain()
         self.front.close_idle()
-        await self.state.hub.answered()
+        await shutdown.answered()
         await self.runner.cleanup()
-        await self.state.hub.all_gone()
+        await shutdown.all_gone()
 
 
 async def start_serving(app: web.Application, sock: socket.socket) -> Serving:
@@ -114,9 +114,7 @@ async def start_serving(app: web.Application, sock: socket.socket) -> Serving:
     )
     await runner.setup()
     assert runner.server is not None
-    transports = (longpoll.handle, stream.handle, sse.handle, ws.handle)
-    handlers = dict(zip(SUBSCRIBE_KINDS, transports, strict=True))
-    front = Front(state, runner.server, handlers, probe.handle)
+    front = Front(state, runner.server, REGISTRY)
     listener = await asyncio.get_running_loop().create_server(
         lambda: FrontProtocol(front), sock=sock, backlog=4096
     )
@@ -157,8 +155,8 @@ async def serve(
     await stop.wait()
     log.info(
         "draining: %d held connections, %d publishes and subscribes awaiting the broker",
-        state.hub.connection_total,
-        state.hub.awaiting,
+        state.admission.total,
+        state.hub.shutdown.awaiting,
     )
     state.draining = True
     try:

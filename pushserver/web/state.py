@@ -13,7 +13,7 @@ from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
 from ..monitor.process import CpuSampler
-from .heads import HeadGuard
+from .admission import Admission, HeadGuard
 
 
 @dataclasses.dataclass(eq=False)
@@ -24,6 +24,8 @@ class ServerState:
     gc: GcMonitor
     expiry: ExpiryWatch
     worker: int
+    admission: Admission
+    """Held subscribers and the limits on them (`admit` before any await, `leave` once)."""
     cpu: CpuSampler = dataclasses.field(default_factory=CpuSampler)
     heads: HeadGuard = dataclasses.field(init=False)
     draining: bool = False
@@ -31,7 +33,7 @@ class ServerState:
     """The publish rate limit (`--max-publish-rate`), when set."""
 
     def __post_init__(self) -> None:
-        self.heads = HeadGuard(self.hub, self.settings)
+        self.heads = HeadGuard(self.admission)
 
 
 STATE = web.AppKey("pushserver_state", ServerState)

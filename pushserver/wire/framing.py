@@ -30,10 +30,15 @@ class Framing:
         return b""
 
     def chunk(self, payload: bytes) -> bytes:
-        """Wrap already-framed bytes for the wire (HTTP/1.1 chunked transfer when used)."""
+        """Wrap already-framed bytes for the wire: as one chunk of HTTP/1.1's chunked transfer
+        coding (RFC 9112 section 7.1) for a chunked framing, as they are otherwise."""
         if self.chunked:
             return b"%x\r\n%b\r\n" % (len(payload), payload)
         return payload
+
+    def message(self, body: bytes, cursor: bytes, channel: bytes, data: bytes) -> bytes:
+        """A message's event: its envelope `body`, unless the framing sends its parts apart."""
+        return self.event(body, cursor)
 
 
 class NdjsonFraming(Framing):
@@ -60,6 +65,19 @@ class SseFraming(Framing):
         return b"id: %b\n\n" % cursor
 
 
+class SseCompactFraming(SseFraming):
+    """SSE that sends a message's parts in the standard fields (`?compact=1`): the cursor in
+    `id:`, the channel in `event:` and the payload alone in `data:`, so an EventSource resumes
+    through `Last-Event-ID` as before and dispatches each channel's messages as events of that
+    name. Control events keep the envelope framing as `message` events; so does a channel
+    called `message`, whose events would otherwise look like them."""
+
+    def message(self, body: bytes, cursor: bytes, channel: bytes, data: bytes) -> bytes:
+        if channel == b"message":
+            return self.event(body, cursor)
+        return b"id: %b\nevent: %b\ndata: %b\n\n" % (cursor, channel, data)
+
+
 class WebSocketFraming(Framing):
     """Unmasked server-to-client text frames, built once and written straight to the socket."""
 
@@ -74,6 +92,8 @@ NDJSON = NdjsonFraming("stream", chunked=True)
 NDJSON_PLAIN = NdjsonFraming("stream", chunked=False)
 SSE = SseFraming("sse", chunked=True)
 SSE_PLAIN = SseFraming("sse", chunked=False)
+SSE_COMPACT = SseCompactFraming("sse", chunked=True)
+SSE_COMPACT_PLAIN = SseCompactFraming("sse", chunked=False)
 WEBSOCKET = WebSocketFraming("ws", chunked=False)
 
 

@@ -7,7 +7,13 @@ import time
 
 import orjson
 
-from pushserver_bench.client import HttpConnection, LongPoller, Tally, get_request
+from pushserver_bench.client import (
+    EncodedLongPoller,
+    HttpConnection,
+    LongPoller,
+    Tally,
+    get_request,
+)
 
 
 class Transport:
@@ -129,3 +135,50 @@ def test_an_empty_answer_counts_as_a_timeout_only_once_a_message_arrived() -> No
     conn.data_received(poll_answer("news:1:1", {"t": 1.0}) + poll_answer("news:1:1"))
     assert tally.empty == 1 and tally.received == 1
     assert transport.sent[-1] == get_request("/lp/news?timeout=30&cursor=news:1:1")
+
+
+def test_each_timed_message_keeps_its_first_and_last_arrival_and_late_polls_their_time() -> None:
+    poller, conn, transport, tally = started(expect=0)
+    polled = poller.held[1]
+    transport.arrived = polled + 1.0
+    conn.data_received(poll_answer("news:1:1", {"t": polled + 0.5}))
+    repolled = poller.held[1]
+    poller.held = (repolled - 10.0, repolled)  # as if it sat on that answer for 10 s
+    transport.arrived = polled + 2.0
+    conn.data_received(poll_answer("news:1:3", {"t": polled + 0.5}, {"t": repolled - 5.0}))
+    transport.arrived = polled + 0.9  # an earlier arrival read later, in another connection
+    conn.data_received(poll_answer("news:1:3", {"t": polled + 0.5}))
+    assert tally.spans == {
+        polled + 0.5: [polled + 0.9, polled + 2.0],
+        repolled - 5.0: [polled + 2.0, polled + 2.0],
+    }
+    # Published while the client sat on the answer: its send time and the re-poll that fetched
+    # it, for the verdict to compare with when the server began answering it.
+    assert list(tally.waits) == [repolled - 5.0, repolled] and tally.late == 1
+
+
+def test_a_plain_connection_times_a_read_when_it_is_made_whatever_the_transport_says() -> None:
+    conn = HttpConnection()
+    conn.plain = True
+    transport = Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    tally = Tally(parse=True)
+    LongPoller(conn, "news", tally, 0).start(30)
+    transport.arrived = 1.0  # a kernel stamp the plain client does not read
+    before = time.time()
+    conn.data_received(poll_answer("news:1:1", {"t": before}))
+    assert before <= conn.read_at <= time.time() and conn.arrived == conn.read_at
+    assert tally.spans == {before: [conn.read_at, conn.read_at]}
+    assert tally.latencies == [conn.read_at - before] and not tally.errors
+
+
+def test_an_encoded_poller_sends_its_cursor_as_encode_uri_component_writes_it() -> None:
+    conn = HttpConnection()
+    transport = Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    tally = Tally(parse=True)
+    EncodedLongPoller(conn, "news", tally, 0).start(30)
+    conn.data_received(poll_answer("news:1:1,other:2:3", {"t": 1.0}))
+    assert transport.sent[-1] == get_request(
+        "/lp/news?timeout=30&cursor=news%3A1%3A1%2Cother%3A2%3A3"
+    )

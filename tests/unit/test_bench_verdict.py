@@ -1,12 +1,14 @@
-"""Experiment 9's verdict on a row (`pushserver_bench.versus.judge`, `crowded`) and the client
-processes' reports merged into one (`pushserver_bench.pool.merge`)."""
+"""Experiment 9's verdict on a row (`pushserver_bench.versus.judge`, `crowded`, `outpaced`,
+`waited_on_client`) and the client processes' reports merged into one
+(`pushserver_bench.pool.merge`)."""
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 from pushserver_bench.pool import merge
-from pushserver_bench.versus import busiest, crowded, judge
+from pushserver_bench.versus import busiest, crowded, judge, outpaced, waited_on_client
 
 
 def report(received: int, late: int, latencies: list[float]) -> dict[str, object]:
@@ -72,3 +74,32 @@ def test_merged_reports_sum_counts_and_keep_every_latency() -> None:
     assert merged["received"] == 19 and merged["expected"] == 20 and merged["late"] == 2
     assert merged["latencies"] == [0.1, 0.2, 0.3] and merged["last"] == 12.0
     assert merged["cpu"] == 1.0
+
+
+def crowd(spans: dict[float, list[float]], waits: list[float]) -> dict[str, Any]:
+    """A client process's report as `waited_on_client` reads it: each timed message's first and
+    last arrival there, and (send time, re-poll) pairs of messages published before a re-poll."""
+    return {"spans": spans, "waits": array("d", waits)}
+
+
+def test_a_message_waited_on_the_client_only_if_its_answering_began_before_the_poll() -> None:
+    # Message 10.0 first arrived at 10.30 (in the other process); message 10.5 at 10.52.
+    one = crowd({10.0: [10.35, 10.40], 10.5: [10.52, 10.70]}, [10.5, 10.51, 10.5, 10.60])
+    other = crowd({10.0: [10.30, 10.45], 10.5: [10.55, 10.80]}, [10.0, 10.31, 10.5, 10.52])
+    # 10.5 re-polled at 10.51: before the server began answering it, so the server's wait;
+    # 10.5 at 10.60 and 10.0 at 10.31: after; 10.5 at exactly its first arrival: not after.
+    assert waited_on_client([one, other]) == 2
+    assert waited_on_client([one]) == 1  # alone, message 10.0's answering began at 10.35
+    assert waited_on_client([crowd({1.0: [1.1, 1.2]}, [])]) == 0
+
+
+def test_the_plain_client_is_judged_by_its_busiest_read_window() -> None:
+    calm = {"runnable": (0.4, 100.0)}
+    assert outpaced([calm, {"runnable": (0.899, 100.5)}]) == (0.899, "")
+    share, why = outpaced([calm, {"runnable": (0.97, 100.5)}])
+    assert share == 0.97
+    assert why == (
+        "a client process was running or waiting for a core 97% of the time it read the "
+        "message sent at 00:01:40 UTC"
+    )
+    assert outpaced([{"runnable": (0.0, 0.0)}]) == (0.0, "")  # no window long enough to judge

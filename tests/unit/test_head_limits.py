@@ -17,7 +17,7 @@ from pushserver.config import (
 )
 from pushserver.core.errors import InvalidInput
 from pushserver.core.names import parse_channels
-from pushserver.core.positions import Position, format_cursor, parse_cursor
+from pushserver.core.positions import Cursor, Position
 
 
 def longest(channels: int) -> dict[str, Position]:
@@ -32,8 +32,8 @@ def longest(channels: int) -> dict[str, Position]:
 @pytest.mark.parametrize("channels", [1, 2, 64])
 def test_the_longest_cursor_is_the_longest_core_accepts(channels):
     positions = longest(channels)
-    cursor = format_cursor(positions)
-    assert parse_cursor(cursor) == positions
+    cursor = str(Cursor.of(positions))
+    assert Cursor.parse(cursor).positions() == positions
     assert parse_channels(",".join(positions), channels) == tuple(positions)
     assert len(cursor) == longest_cursor(channels)
     encoded = quote(cursor, safe="")  # what encodeURIComponent sends for these characters
@@ -46,7 +46,7 @@ def test_the_longest_cursor_is_the_longest_core_accepts(channels):
 )
 def test_one_more_byte_anywhere_in_a_part_is_refused(part):
     with pytest.raises(InvalidInput):
-        parse_cursor(part)
+        Cursor.parse(part)
 
 
 def test_the_defaults_fit_the_longest_subscription():

@@ -42,3 +42,15 @@ def test_headers_named_in_keep_are_kept_per_answer() -> None:
     assert first.headers == {b"last-modified": b"Wed, 25 Nov 2026", b"etag": b"7"}
     assert second.headers == {}
     assert Responses().feed(stream)[0].headers == {}
+
+
+def test_answers_read_without_headers_are_framed_alike() -> None:
+    stream = answer("503 Service Unavailable", b"busy", "Retry-After: 2", "ETag: 7") + answer(
+        "200 OK", b"{}", "Connection: close"
+    )
+    expected = [Answer(503, b"busy", True, None), Answer(200, b"{}", False, None)]
+    for cut in range(1, len(stream)):
+        responses = Responses(retry_after=False)
+        assert responses.feed(stream[:cut]) + responses.feed(stream[cut:]) == expected
+    kept = Responses([b"etag"], retry_after=False).feed(stream)
+    assert kept[0].headers == {b"etag": b"7"} and kept[0].retry_after is None

@@ -239,19 +239,58 @@ function createPushClient(root) {
     });
   }
 
-  /* text/event-stream framing: only `data:` matters, each event's JSON carries its cursor. */
+  /* text/event-stream framing, as an EventSource reads it: `data:` lines up to a blank line make
+   * one event, of the type its `event:` field names (`message` without one), whose id is the
+   * last `id:` seen. A `message` event carries an envelope or a control event; an event named
+   * for a channel is a message of the compact framing. */
   function sseParser(link) {
     var data = [];
+    var type = '';
+    var lastId = '';
     return lineSplitter(function (line) {
       if (line === '') {
         if (data.length) {
-          link.json(data.join('\n'));
-          data = [];
+          sseEvent(link, type, data.join('\n'), lastId);
         }
-      } else if (line.indexOf('data:') === 0) {
-        data.push(line.charAt(5) === ' ' ? line.substring(6) : line.substring(5));
+        data = [];
+        type = '';
+        return;
+      }
+      var colon = line.indexOf(':');
+      var field = colon === -1 ? line : line.substring(0, colon);
+      var value = colon === -1 ? '' : line.substring(colon + (line.charAt(colon + 1) === ' ' ? 2 : 1));
+      if (field === 'data') {
+        data.push(value);
+      } else if (field === 'event') {
+        type = value;
+      } else if (field === 'id') {
+        lastId = value;
       }
     });
+  }
+
+  function sseEvent(link, type, data, lastId) {
+    if (type === '' || type === 'message') {
+      link.json(data);
+    } else {
+      link.compact(type, data, lastId);
+    }
+  }
+
+  /* A message of the compact SSE framing (?compact=1): its channel is the event's type, its
+   * cursor the event's id and its data the payload alone. Its id is read from the channel's
+   * part of the cursor (`channel:EPOCH:ID`; a name may hold ':', the epoch never does); the
+   * framing carries no publish time, so `ts` is null. Throws on data that is not JSON. */
+  function compactMessage(channel, data, cursor) {
+    var id = null;
+    var parts = String(cursor).split(',');
+    for (var i = 0; i < parts.length; i++) {
+      var rest = parts[i].substring(channel.length + 1).split(':');
+      if (parts[i].indexOf(channel + ':') === 0 && rest.length === 2) {
+        id = parseInt(rest[1], 10);
+      }
+    }
+    return { channel: channel, id: id, ts: null, data: JSON.parse(data), cursor: cursor };
   }
 
   /* A held HTTP response read chunk by chunk: fetch streams, else XHR readyState 3 (whose
@@ -358,13 +397,18 @@ function createPushClient(root) {
     },
 
     sse: function (sub, link) {
-      var url = sub._url('sse', {});
+      var url = sub._url('sse', { compact: sub._opts.compact ? 1 : null });
       if (!sub._caps.EventSource) {
         var conn = httpStream(sub, url, link, sseParser(link));
         conn.liveness = 'bytes';
         return conn;
       }
       var es = new sub._caps.EventSource(url);
+      var channels = sub.channels;
+      function onCompact(ev) { link.compact(ev.type, ev.data, ev.lastEventId); }
+      for (var i = 0; i < channels.length; i++) {
+        if (channels[i] !== 'message') { es.addEventListener(channels[i], onCompact); }
+      }
       es.onopen = function () { link.open(); };
       es.onmessage = function (ev) { link.json(ev.data); };
       es.onerror = function () {
@@ -375,6 +419,9 @@ function createPushClient(root) {
         liveness: 'open',
         close: function () {
           es.onopen = es.onmessage = es.onerror = null;
+          for (var j = 0; j < channels.length; j++) {
+            es.removeEventListener(channels[j], onCompact);
+          }
           es.close();
         }
       };
@@ -565,6 +612,7 @@ function createPushClient(root) {
       history: option(options, 'history', null),
       token: option(options, 'token', null),
       pad: option(options, 'pad', 0),
+      compact: option(options, 'compact', true),
       xhrMaxBytes: option(options, 'xhrMaxBytes', 1048576),
       heartbeat: option(options, 'heartbeat', 20),
       pollTimeout: option(options, 'pollTimeout', 30),
@@ -650,6 +698,16 @@ function createPushClient(root) {
         obj = JSON.parse(text);
       } catch (e) {
         link.end({ error: 'bad_response', message: 'not JSON: ' + String(text).substring(0, 80) });
+        return;
+      }
+      link.event(obj);
+    };
+    link.compact = function (channel, data, cursor) {
+      var obj;
+      try {
+        obj = compactMessage(channel, data, cursor);
+      } catch (e) {
+        link.end({ error: 'bad_response', message: 'not JSON: ' + String(data).substring(0, 80) });
         return;
       }
       link.event(obj);
@@ -968,6 +1026,7 @@ function createPushClient(root) {
       DEFAULTS: DEFAULTS,
       Backoff: Backoff,
       PollLimit: PollLimit,
+      compactMessage: compactMessage,
       deliverAnswer: deliverAnswer,
       eventKind: eventKind,
       httpError: httpError,

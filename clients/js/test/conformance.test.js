@@ -1,12 +1,18 @@
 // Replays the shared wire transcripts (../../tests/conformance/, see its README) through this
-// client's own units (PushClient.wire): the NDJSON and SSE parsers fed the body in the
-// transcript's reads, long-polls and error answers through requestJson with a stand-in fetch,
-// JSONP through jsonpRequest with a stand-in document, backoff and poll sizing. No server runs.
+// client's own units (PushClient.wire): the NDJSON and SSE parsers (the compact framing too) fed
+// the body in the transcript's reads, long-polls and error answers through requestJson with a
+// stand-in fetch, JSONP through jsonpRequest with a stand-in document, backoff and poll sizing.
+// No server runs. Compressed cases are the HTTP stack's to decode (fetch, the ws package), so a
+// subscription reads them from a loopback server, one read at a time: each read is sent once the
+// subscription has delivered every event the reads before it completed.
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
+import http from 'node:http';
 import { describe, test } from 'node:test';
 import vm from 'node:vm';
+import WebSocket from 'ws';
 import PushClient from '../dist/pushclient.js';
+import { waitFor } from './helpers.js';
 
 const { wire } = PushClient;
 const DIR = new URL('../../../tests/conformance/', import.meta.url);
@@ -14,7 +20,8 @@ const CASES = readdirSync(DIR)
   .filter((name) => name.endsWith('.json'))
   .sort()
   .map((name) => JSON.parse(readFileSync(new URL(name, DIR), 'utf8')));
-const ofKind = (...kinds) => CASES.filter((c) => kinds.includes(c.kind));
+const compressed = (c) => c.content_encoding !== undefined || c.extensions !== undefined;
+const ofKind = (...kinds) => CASES.filter((c) => kinds.includes(c.kind) && !compressed(c));
 
 /* The events a parser hands to its link, in the transcripts' notation; `error` when the body
  * held something that is not JSON (the real link ends the connection: a retried failure). */
@@ -25,6 +32,16 @@ function collector() {
       let obj;
       try {
         obj = JSON.parse(text);
+      } catch (e) {
+        seen.error = 'malformed';
+        return;
+      }
+      link.event(obj);
+    },
+    compact(channel, data, cursor) {
+      let obj;
+      try {
+        obj = wire.compactMessage(channel, data, cursor);
       } catch (e) {
         seen.error = 'malformed';
         return;
@@ -115,17 +132,17 @@ async function polled(c, result) {
 
 test('every transcript kind is replayed here', () => {
   const kinds = new Set(CASES.map((c) => c.kind));
-  const replayed = ['longpoll', 'jsonp', 'ndjson', 'sse', 'websocket', 'error', 'retry_after',
-    'backoff', 'backoff_sequence', 'poll_limit'];
+  const replayed = ['longpoll', 'jsonp', 'ndjson', 'sse', 'sse_compact', 'websocket', 'error',
+    'retry_after', 'backoff', 'backoff_sequence', 'poll_limit'];
   assert.deepEqual([...kinds].filter((kind) => !replayed.includes(kind)), []);
   assert.ok(CASES.length >= 20);
 });
 
 describe('bodies give the events the transcripts expect', () => {
-  for (const c of ofKind('ndjson', 'sse')) {
+  for (const c of ofKind('ndjson', 'sse', 'sse_compact')) {
     test(c.case, () => {
       const { link, seen } = collector();
-      const parse = c.kind === 'sse' ? wire.sseParser(link) : wire.ndjsonParser(link);
+      const parse = c.kind === 'ndjson' ? wire.ndjsonParser(link) : wire.sseParser(link);
       for (const chunk of reads(c)) { parse(chunk); }
       expectOutcome(c, seen);
     });
@@ -228,5 +245,104 @@ test('the poll limit follows cut and whole answers', () => {
       });
       assert.deepEqual(seen, sequence.limits);
     }
+  }
+});
+
+/* A loopback server that hands each request (or WebSocket upgrade) to the test. */
+function lockstepServer() {
+  const waiting = [];
+  const arrived = [];
+  const upgraded = [];
+  function hand(request) {
+    if (waiting.length) { waiting.shift()(request); } else { arrived.push(request); }
+  }
+  const server = http.createServer((req, res) => hand({ req, res }));
+  server.on('upgrade', (req, socket) => {
+    upgraded.push(socket);
+    hand({ req, socket });
+  });
+  return new Promise((resolve) => {
+    server.listen(0, '127.0.0.1', () => resolve({
+      url: `http://127.0.0.1:${server.address().port}`,
+      next: () => new Promise((take) => {
+        if (arrived.length) { take(arrived.shift()); } else { waiting.push(take); }
+      }),
+      close: () => new Promise((done) => {
+        for (const socket of upgraded) { socket.destroy(); }
+        server.closeAllConnections();
+        server.close(() => done());
+      }),
+    }));
+  });
+}
+
+const TRANSPORT = { sse: 'sse', ndjson: 'stream', longpoll: 'longpoll', websocket: 'ws' };
+const CONTENT_TYPE = { sse: 'text/event-stream', ndjson: 'application/x-ndjson', longpoll: 'application/json' };
+
+function wsFrame(first, payload) {
+  const size = payload.length < 126 ? Buffer.from([payload.length])
+    : Buffer.from([126, payload.length >> 8, payload.length & 255]);
+  return Buffer.concat([Buffer.from([first]), size, payload]);
+}
+
+/* The case's reads (or frames), each once `delivered()` has what the ones before completed. */
+async function serve(c, request, delivered) {
+  if (c.kind === 'websocket') {
+    const { req, socket } = request;
+    assert.match(req.headers['sec-websocket-extensions'] ?? '', /permessage-deflate/);
+    const key = req.headers['sec-websocket-key'];
+    const accept = (await import('node:crypto')).createHash('sha1')
+      .update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11').digest('base64');
+    socket.write(`HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n` +
+      `Sec-WebSocket-Accept: ${accept}\r\nSec-WebSocket-Extensions: ${c.extensions}\r\n\r\n`);
+    for (const [i, frame] of c.frames_base64.entries()) {
+      socket.write(wsFrame(0xc1, Buffer.from(frame, 'base64')));
+      await waitFor(() => delivered() >= i + 1, `message ${i + 1}`);
+    }
+    return;
+  }
+  const { req, res } = request;
+  assert.match(req.headers['accept-encoding'] ?? '', /gzip/);
+  res.writeHead(200, { 'Content-Type': CONTENT_TYPE[c.kind], 'Content-Encoding': c.content_encoding });
+  res.flushHeaders();
+  const body = Buffer.from(c.body_base64, 'base64');
+  const edges = [0, ...(c.splits ?? []), body.length];
+  for (let i = 1; i < edges.length; i++) {
+    res.write(body.subarray(edges[i - 1], edges[i]));
+    const count = c.delivered ? c.delivered[i - 1] : 0;
+    await waitFor(() => delivered() >= count, `${count} events after read ${i}`);
+  }
+  if (c.end === 'cut') { res.socket.destroy(); } else { res.end(); }
+}
+
+describe('compressed answers give each event as its bytes arrive', () => {
+  for (const c of CASES.filter(compressed)) {
+    test(c.case, async () => {
+      const server = await lockstepServer();
+      const seen = [];
+      const statuses = [];
+      const sub = new PushClient.PushSubscription(server.url, ['prices.AAPL'], {
+        transport: TRANSPORT[c.kind],
+        cursor: 'prices.AAPL:70f05dee1:0',
+        WebSocket,
+        minDelay: 60000,
+        onMessage: ({ channel, id, ts, data, cursor }) => seen.push({ message: { channel, id, ts, data, cursor } }),
+        onStatus: (status, info) => statuses.push({ status, info }),
+      });
+      try {
+        await serve(c, await server.next(), () => seen.length);
+        const expect = c.expect.filter((e) => e.message);
+        await waitFor(() => seen.length >= expect.length, 'every message');
+        assert.deepEqual(seen, expect);
+        const checkpoint = c.expect.find((e) => e.checkpoint);
+        if (checkpoint) { assert.equal(sub.cursor, checkpoint.checkpoint); }
+        if (c.end === 'cut') {
+          await waitFor(() => statuses.some((s) => s.status === 'reconnecting'), 'the cut noticed');
+        }
+      } finally {
+        sub.close();
+        await server.close();
+      }
+    });
   }
 });

@@ -1,6 +1,7 @@
 // Shared test fixtures: a real pushserver process, a TCP proxy that can cut connections, and
 // polling with a deadline (tests wait on conditions, never on fixed sleeps).
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
@@ -11,7 +12,10 @@ import WebSocket from 'ws';
 import { PushSubscription } from '../dist/pushclient.js';
 
 const REPO = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const PYTHON = process.env.PUSHSERVER_PYTHON || 'python3';
+// The repository's .venv (made by the README's install) has the server's dependencies; a bare
+// python3 has not.
+const VENV_PYTHON = join(REPO, '.venv', 'bin', 'python');
+const PYTHON = process.env.PUSHSERVER_PYTHON || (existsSync(VENV_PYTHON) ? VENV_PYTHON : 'python3');
 
 /** Starts `python -m pushserver --port 0 ...args`; resolves once it prints its URL. */
 export function startPushserver(args = []) {

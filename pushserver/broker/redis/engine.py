@@ -14,7 +14,7 @@ import contextlib
 import logging
 import secrets
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -28,6 +28,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ...config import Settings
 from ...core.broker import ChannelInfo, Item
 from ...core.errors import Unavailable, broker_down, outcome_unknown
+from ...core.history import Histories
 from ...core.messages import Message
 from ...core.positions import Position, unstarted
 from ..ordering import Sequencer
@@ -45,6 +46,7 @@ from .scripts import (
     idempotency_key,
     meta_key,
     notification,
+    stream_messages,
     topic_prefix,
 )
 
@@ -93,6 +95,12 @@ def _down() -> Unavailable:
     return broker_down("redis", RETRY_AFTER)
 
 
+def _behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
+    """Whether the subscriber's position in `rec`'s channel is ahead of this node."""
+    position = positions.get(rec.name)
+    return position is not None and rec.order.behind(*position)
+
+
 class RedisBroker(Reporting):
     name = "redis"
 
@@ -121,8 +129,9 @@ class RedisBroker(Reporting):
         self.by_topic: dict[bytes, Listen] = {}
         self._loop = asyncio.get_running_loop()
         self._background: set[asyncio.Task[None]] = set()
-        self.unstarted = unstarted("")
-        """The unstarted epoch of the Redis database's generation, read at every connect."""
+        self.history = Histories(settings.history_size, settings.history_ttl, unstarted(""))
+        """The histories of the channels followed here; `history.unstarted` is the unstarted
+        epoch of the Redis database's generation, read at every connect."""
         self.link = Link(
             self.client, settings.redis, self._notified, self._subscribed, self._resync, self._lost
         )
@@ -136,7 +145,7 @@ class RedisBroker(Reporting):
     async def start(self) -> None:
         await self.link.start()
 
-    async def close(self) -> None:
+    async def stop(self) -> None:
         await self.link.close()
         self._pipe.close()
         for task in list(self._background):
@@ -151,7 +160,7 @@ class RedisBroker(Reporting):
         generation = await self.client.get(GENERATION_KEY)
         if not isinstance(generation, bytes):
             raise RedisConnectionError("Redis lost the generation key as it was set")
-        self.unstarted = unstarted(generation.decode())
+        self.history.unstarted = unstarted(generation.decode())
         records = list(self.records.values())
         for rec in records:
             rec.confirmed = self._loop.create_future()
@@ -168,10 +177,10 @@ class RedisBroker(Reporting):
 
     # -- publishing ---------------------------------------------------------------------------
 
-    def publish_now(self, items: Sequence[Item]) -> None:
-        return None  # ids come from Redis: always a wait
+    def publish(self, items: Sequence[Item]) -> Coroutine[Any, Any, list[Message]]:
+        return self._published(items)  # ids come from Redis: always a wait
 
-    async def publish(self, items: Sequence[Item]) -> list[tuple[Message, int]]:
+    async def _published(self, items: Sequence[Item]) -> list[Message]:
         if not self.link.up:
             raise _down()
         try:
@@ -190,7 +199,7 @@ class RedisBroker(Reporting):
             rec = self.records.get(name)
             if not repeat and rec is not None and rec.order.loaded:
                 rec.order.offer(message, fetch=False)
-            out.append((message, self.sink.audience(name)))
+            out.append(message)
         return out
 
     async def _run_publish(self, items: list[Item]) -> list[Any]:
@@ -214,11 +223,18 @@ class RedisBroker(Reporting):
 
     # -- following channels ---------------------------------------------------------------------
 
-    async def follow(self, names: Sequence[str], positions: Mapping[str, Position]) -> None:
+    def subscribe(
+        self, names: Sequence[str], positions: Mapping[str, Position]
+    ) -> Coroutine[Any, Any, None] | None:
+        records = [self._listen(name) for name in names]
+        if all(r.order.loaded and not _behind(r, positions) for r in records):
+            return None
+        return self._follow(records, positions)
+
+    async def _follow(self, records: list[Listen], positions: Mapping[str, Position]) -> None:
         """Subscribe (confirmed) before reading the stream, so nothing falls between the two;
         read again when the subscriber's cursor is ahead of what this node has seen."""
-        records = [self._listen(name) for name in names]
-        stale = [r for r in records if not r.order.loaded or self._behind(r, positions)]
+        stale = [r for r in records if not r.order.loaded or _behind(r, positions)]
         if stale:
             if not self.link.connected:
                 raise _down()
@@ -232,24 +248,11 @@ class RedisBroker(Reporting):
             if not rec.order.loaded:
                 raise _down()
 
-    def follow_now(self, names: Sequence[str], positions: Mapping[str, Position]) -> bool:
-        records = [self._listen(name) for name in names]
-        return all(r.order.loaded and not self._behind(r, positions) for r in records)
-
-    def current(self, name: str) -> bool:
-        return self.follow_now((name,), {})
-
-    def following(self, name: str) -> bool:
-        return name in self.records
-
-    def release(self, names: Sequence[str]) -> None:
+    def unsubscribe(self, names: Sequence[str]) -> None:
         for name in names:
             rec = self.records.get(name)
             if rec is not None:
                 self._touch(rec)
-
-    def dropped(self, name: str) -> None:
-        return None  # the epoch lives on in Redis (its expiry is counted there: PUBLISH_LUA)
 
     async def info(self, name: str) -> ChannelInfo | None:
         rec = self.records.get(name)
@@ -257,7 +260,7 @@ class RedisBroker(Reporting):
             if rec is not None and rec.order.loaded:
                 if self.link.up:
                     await self._refresh([rec])
-                return self.sink.snapshot(name)
+                return self.history.info(name)
             pipe = self.client.pipeline(transaction=False)
             pipe.hmget(meta_key(name), "e", "i")
             pipe.xrevrange(history_key(name), count=self.history_size)
@@ -268,14 +271,14 @@ class RedisBroker(Reporting):
         if epoch is None:
             return None
         cutoff = time.time() - self.history_ttl
-        kept = [m for m in self._messages(name, epoch, entries) if m.ts >= cutoff]
+        kept = [m for m in stream_messages(name, epoch, entries) if m.ts >= cutoff]
         return ChannelInfo(epoch.decode(), int(last or 0), len(kept))
 
     def _listen(self, name: str) -> Listen:
         rec = self.records.get(name)
         if rec is None:
             topic = (self.topic_prefix + name).encode()
-            rec = Listen(Sequencer(name, self.sink), topic, self._subscribe(topic))
+            rec = Listen(Sequencer(name, self.history, self.sink), topic, self._subscribe(topic))
             self.records[name] = self.by_topic[topic] = rec
         elif _failed(rec.confirmed) and self.link.connected:
             rec.confirmed = self._subscribe(rec.topic)  # a failed SUBSCRIBE is tried again
@@ -288,11 +291,6 @@ class RedisBroker(Reporting):
         if not self.link.send("SUBSCRIBE", topic):
             _fail(confirmed)
         return confirmed
-
-    @staticmethod
-    def _behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
-        position = positions.get(rec.name)
-        return position is not None and rec.order.behind(*position)
 
     async def _confirmed(self, records: Sequence[Listen]) -> None:
         """Wait for the SUBSCRIBE confirmations. They are shared by every subscriber of a
@@ -331,7 +329,7 @@ class RedisBroker(Reporting):
             return
         del self.records[rec.name]
         del self.by_topic[rec.topic]
-        self.sink.forget(rec.name)
+        self.history.pop(rec.name, None)
         self.link.send("UNSUBSCRIBE", rec.topic)
 
     # -- applying messages in id order -----------------------------------------------------------
@@ -368,9 +366,9 @@ class RedisBroker(Reporting):
                 rec.order.done_reading()
         again = []
         for rec, asked, (found, last, entries, tag) in zip(records, froms, results, strict=True):
-            current: bytes = found or self.unstarted.encode() + tag  # no keys: unstarted
+            current: bytes = found or self.history.unstarted.encode() + tag  # no keys: unstarted
             ordered = reversed(entries) if asked[1] < 0 else entries
-            messages = self._messages(rec.name, current, ordered)
+            messages = stream_messages(rec.name, current, ordered)
             if rec.order.apply(asked, current.decode(), int(last), messages):
                 again.append(rec)
         if again:
@@ -395,14 +393,3 @@ class RedisBroker(Reporting):
             args = (self.meta_ms, after, self.history_size, epoch, rec.name)
             pipe.evalsha(self._sync.sha, len(keys), *keys, *args)
         return pipe
-
-    @staticmethod
-    def _messages(name: str, epoch: bytes, entries: Iterable[Any]) -> list[Message]:
-        text = epoch.decode()
-        out = []
-        for entry_id, fields in entries:
-            if not isinstance(fields, dict):
-                fields = dict(zip(fields[::2], fields[1::2], strict=True))
-            id_ = int(entry_id.split(b"-", 1)[0])
-            out.append(Message(name, text, id_, float(fields[b"t"]), fields[b"d"]))
-        return out

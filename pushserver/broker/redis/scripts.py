@@ -13,6 +13,9 @@ cursor from before an epoch never passes for one taken before the next.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from ...core.messages import Message
 
 
@@ -160,6 +163,19 @@ def notification(name: str, payload: bytes) -> list[Message]:
         out.append(Message(name, epoch, id_, ts, body[start:end]))
         start = end
         id_ += 1
+    return out
+
+
+def stream_messages(name: str, epoch: bytes, entries: Iterable[Any]) -> list[Message]:
+    """The messages of a channel's stream entries (XRANGE, or the sync script's reply): entry
+    id `ID-0`, fields `t` (ts) and `d` (data)."""
+    text = epoch.decode()
+    out = []
+    for entry_id, fields in entries:
+        if not isinstance(fields, dict):
+            fields = dict(zip(fields[::2], fields[1::2], strict=True))
+        id_ = int(entry_id.split(b"-", 1)[0])
+        out.append(Message(name, text, id_, float(fields[b"t"]), fields[b"d"]))
     return out
 
 

@@ -1,11 +1,11 @@
 """The server's own HTTP/1.1 front end: every connection is accepted here.
 
-Subscribe requests (`SUBSCRIBE_ROUTES`) are served from the first byte by `protocol.FrontProtocol`
-and the transports it hands them to; every other request is passed, with the bytes already read,
-to aiohttp through its public protocol factory (`web.Server`), over a `conduit.Conduit`.
+Each accepted socket gets a `protocol.FrontProtocol` (the asyncio side: transport, flow
+control, timers, the door's counts) and a `connection.Connection` (HTTP/1.1 without I/O: bytes
+in, requests routed, answers out). Subscribe requests (`web.transports.REGISTRY`) and
+publishes (`publish.py`) are served from the first byte; every other request goes to aiohttp
+(`forward.py`), through its public protocol factory, one request at a time.
 """
 
-SUBSCRIBE_KINDS = ("lp", "stream", "sse", "ws")
-"""The first path segment of each subscribe transport, in `web.server`'s order of handlers."""
-SUBSCRIBE_ROUTES = tuple(f"/{kind}/{{channels}}" for kind in SUBSCRIBE_KINDS)
-"""The paths the front end serves itself (aiohttp has no route for them)."""
+IDLE, BUSY, DONE = range(3)
+"""A connection's phase: reading request heads; serving a request; closed or given away."""

@@ -13,14 +13,14 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TypeVar
 
-from ...core.errors import InvalidInput, TooMany, Unavailable, draining
+from ...core.errors import InvalidInput, Unavailable, draining
 from ...core.messages import Event
 from ...core.names import parse_channels
-from ...core.positions import Position, parse_cursor, restrict
+from ...core.positions import Cursor, Position
 from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
 from ...core.tokens import verify
 from ...wire.framing import Framing
-from ..front.head import RequestHead
+from ..http.parser import RequestHead
 from ..state import ServerState
 
 S = TypeVar("S", bound=Subscription)
@@ -55,7 +55,7 @@ class SubscribeRequest:
         any number of times."""
         if self.reserved:
             self.reserved = False
-            self.state.hub.leave(self.kind, self.remote)
+            self.state.admission.leave(self.kind, self.remote)
         if self.opened is not None:
             opened, self.opened = self.opened, None
             self.state.hub.release(opened)
@@ -123,7 +123,7 @@ def subscribe_request(
 def _positions(cursor: str, channels: tuple[str, ...]) -> Mapping[str, Position]:
     """The cursor's positions for these channels; shared by every request with the same
     cursor (the re-polls after one fan-out), so read only."""
-    return MappingProxyType(restrict(parse_cursor(cursor), channels))
+    return MappingProxyType(Cursor.read(cursor, channels))
 
 
 def backlog_after(state: ServerState, channels: list[LocalChannel], cursor: str) -> list[Event]:
@@ -159,27 +159,11 @@ def reserve(state: ServerState, parsed: Subscribe, cursor: str, remote: str) -> 
 
 
 def admit(state: ServerState, kind: str, remote: str) -> None:
-    """Check the connection limits and count a held connection of `kind` from `remote`
-    (`hub.leave` gives it back); raises PushError when the server drains or is full."""
+    """Count a held connection of `kind` from `remote` (`Admission.leave` gives it back);
+    raises PushError when the server drains or is full."""
     if state.draining:
         raise draining()
-    settings = state.settings
-    hub = state.hub
-    # Connections still sending their heads are bounded on their own when accepted
-    # (`heads.HeadGuard`); counting them here would refuse a subscriber for a mere admin request
-    # arriving at the same moment.
-    if hub.connection_total >= settings.max_connections:
-        hub.stats.limits_hit["max_connections"] += 1
-        raise Unavailable(
-            "over_capacity", f"server holds its maximum of {settings.max_connections} connections"
-        )
-    per_ip = settings.max_connections_per_ip
-    if per_ip and hub.per_ip.get(remote, 0) >= per_ip:
-        hub.stats.limits_hit["max_connections_per_ip"] += 1
-        raise TooMany(
-            "too_many_connections", f"at most {per_ip} held connections per client address"
-        )
-    hub.enter(kind, remote)  # reserved before any await, so concurrent requests see it
+    state.admission.admit(kind, remote)  # reserved before any await, so concurrent requests see it
 
 
 def open_now(sub_req: SubscribeRequest) -> Start | None:
@@ -193,7 +177,8 @@ def open_now(sub_req: SubscribeRequest) -> Start | None:
     """
     state = sub_req.state
     hub = state.hub
-    if not all(map(hub.channels.__contains__, sub_req.channels)):  # a re-poll's are all held
+    held = hub.broker.history
+    if not all(map(held.__contains__, sub_req.channels)):  # a re-poll's are all held
         check_room(state, sub_req.channels)
     channels = hub.open_now(sub_req.channels, sub_req.positions)
     return None if channels is None else _start(sub_req, channels)
@@ -202,7 +187,7 @@ def open_now(sub_req: SubscribeRequest) -> Start | None:
 def check_room(state: ServerState, names: tuple[str, ...]) -> None:
     """Refuse a subscription whose channels not yet held would pass `--max-channels`."""
     hub = state.hub
-    held = hub.channels
+    held = hub.broker.history
     new = sum(name not in held for name in names)
     limit = state.settings.max_channels
     if len(held) + new > limit:
@@ -276,8 +261,7 @@ class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
                 return  # paused: resume_writing brings us back once the client has read
             if not backlog:
                 hub = self.state.hub
-                position = parse_cursor(",".join(self.parts.values()))
-                backlog.extend(hub.backlog(self.channels, position, 0)[0])
+                backlog.extend(hub.backlog(self.channels, self.at.positions(), 0)[0])
                 if not backlog:
                     self.backlog = None
                     hub.attach(self)
@@ -301,7 +285,7 @@ class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
         hub = state.hub
         state.expiry.discard(self)
         hub.stats.disconnects[self.reason or "client"] += 1
-        hub.leave(self.framing.name, self.remote)
+        state.admission.leave(self.framing.name, self.remote)
         hub.detach(self)
         hub.release(self.channels)
 

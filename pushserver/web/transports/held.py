@@ -1,19 +1,33 @@
 """A held HTTP response (NDJSON stream or SSE) that the fan-out writes to directly.
 
 The front end checks the request and sends the status line, headers and padding; then a
-`HeldStream` is the connection's protocol until the client leaves or the server ends it.
+`HeldStream` is the connection's protocol until the client leaves or the server ends it. A
+`HeldKind` is what one such transport adds: its name, media type, framings and where its
+cursor comes from; `held_transport` makes its registry record.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ...wire.framing import Framing
-from ..front.head import RequestHead
-from .common import HeldSubscriber, begin, int_param, open_channels, subscribe_request, take_over
+from ..http.parser import RequestHead
+from . import probe
+from .common import (
+    HeldSubscriber,
+    begin,
+    int_param,
+    open_channels,
+    parse_subscribe,
+    subscribe_request,
+    take_over,
+)
+from .exchange import Headers, Transport
 
 if TYPE_CHECKING:
-    from ..front.protocol import FrontProtocol
+    from .exchange import Exchange
 
 HEADERS = [("Cache-Control", "no-cache, no-store"), ("X-Accel-Buffering", "no")]
 LAST_CHUNK = b"0\r\n\r\n"
@@ -36,29 +50,55 @@ class HeldStream(HeldSubscriber):
             transport.close()
 
 
-async def serve_held(
-    conn: FrontProtocol,
-    head: RequestHead,
-    kind: str,
-    content_type: str,
-    framings: tuple[Framing, Framing],
-    cursor: str | None = None,
-) -> None:
-    """Check the request, send the head and padding, and make a `HeldStream` the protocol."""
-    state = conn.front.state
-    sub_req = subscribe_request(state, head, conn.remote(head), kind, cursor)
-    try:
-        pad = int_param(head.query, "pad", 0, 0, state.settings.max_pad)
-        chunked, plain = framings
-        framing = chunked if head.version == "1.1" else plain
-        start = await open_channels(sub_req)
-        headers = [*HEADERS, ("Content-Type", content_type)]
-        transport = conn.open_stream(head, 200, headers, framing.chunked)
-        if transport is None:
-            return
-        sub, events = begin(start, HeldStream, transport, framing, state)
-        where = framing.start(",".join(start.parts.values()).encode())
-        transport.write(framing.chunk(framing.comment(b" " * pad) + where))
-        take_over(transport, sub_req, sub, events)
-    finally:
-        sub_req.release()
+def query_cursor(head: RequestHead) -> str:
+    """Where a subscription resumes: its `?cursor=`."""
+    return head.query.get("cursor", "")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HeldKind:
+    """One kind of held response: its transport's name, media type, framings (chunked for
+    HTTP/1.1, plain for HTTP/1.0) and where a request's cursor comes from."""
+
+    name: str
+    content_type: str
+    chunked: Framing
+    plain: Framing
+    cursor: Callable[[RequestHead], str] = query_cursor
+
+    def headers(self) -> Headers:
+        return [*HEADERS, ("Content-Type", self.content_type)]
+
+    async def serve(self, conn: Exchange, head: RequestHead) -> None:
+        """Check the request, send the head and padding, and make a `HeldStream` the
+        protocol."""
+        state = conn.state
+        sub_req = subscribe_request(state, head, conn.remote(head), self.name, self.cursor(head))
+        try:
+            pad = int_param(head.query, "pad", 0, 0, state.settings.max_pad)
+            framing = self.chunked if head.version == "1.1" else self.plain
+            start = await open_channels(sub_req)
+            handed = conn.hand_over(head, 200, self.headers(), framing.chunked)
+            if handed is None:
+                return
+            transport = handed[0]  # what the client sends after this request is not read
+            sub, events = begin(start, HeldStream, transport, framing, state)
+            where = framing.start(start.at.encode())
+            transport.write(framing.chunk(framing.comment(b" " * pad) + where))
+            take_over(transport, sub_req, sub, events)
+        finally:
+            sub_req.release()
+
+    def probe(self, conn: Exchange, head: RequestHead) -> Headers:
+        """The checks of `serve`, in its order, nothing held."""
+        state = conn.state
+        parsed = parse_subscribe(state, head, self.name)
+        positions = probe.check_reserve(conn, head, parsed, self.cursor(head))
+        int_param(head.query, "pad", 0, 0, state.settings.max_pad)
+        probe.check_open(state, parsed, positions)
+        return self.headers()
+
+
+def held_transport(segment: str, kind: HeldKind) -> Transport:
+    """The registry record of a held-response transport."""
+    return Transport(segment, kind.name, kind.serve, kind.probe, (kind.chunked, kind.plain))

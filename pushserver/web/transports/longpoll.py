@@ -1,7 +1,7 @@
 """`GET /lp/{channels}`: answer at once with what is buffered after the cursor, or hold the
 request until a message comes or the timeout passes. `?callback=` wraps the answer as JSONP.
 
-A held poll is a `Poll` owned by its connection's `FrontProtocol`: no task or handler waits for
+A held poll is a `Poll` held by its connection (`Exchange.hold`): no task or handler waits for
 it. A plain HTTP/1.1 keep-alive poll (no JSONP, no CORS) is a `PlainPoll`, whose whole answer
 the fan-out builds once for all such waiters and writes to each socket itself. Once answered,
 a kept-alive connection reads its next request on the same protocol."""
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING
 from ...core.errors import InvalidInput, PushError, draining
 from ...core.subscription import Bound, Start, Waiter
 from ...wire.framing import longpoll_body
-from ..front import answer
-from ..front.answer import JSON, NO_CACHE, json_answer
-from ..front.head import RequestHead
+from ..http import answer
+from ..http.answer import JSON, NO_CACHE, json_answer
+from ..http.parser import RequestHead
 from ..state import ServerState
+from . import probe
 from .common import (
     Subscribe,
     SubscribeRequest,
-    admit,
     backlog_after,
     begin,
     int_param,
@@ -33,10 +33,14 @@ from .common import (
     parse_subscribe,
     reserve,
 )
+from .exchange import Headers, Transport
 
 if TYPE_CHECKING:
-    from ..front.protocol import FrontProtocol
+    from ...config import Settings
+    from .exchange import Exchange
 
+NAME = "longpoll"
+"""The transport's name (`/stats`, `/metrics`, the connection counts); its path is `/lp/`."""
 CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
 SECONDS_RE = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
 JAVASCRIPT = ("Content-Type", "application/javascript")
@@ -60,6 +64,17 @@ def _bound(query: Mapping[str, str], state: ServerState) -> Bound:
     )
 
 
+def _plain(settings: Settings, head: RequestHead) -> bool:
+    """Whether `head`'s answer can be prebuilt bytes (`PlainPoll`): HTTP/1.1, kept alive, no
+    CORS header or access log line to go with it."""
+    return (
+        head.version == "1.1"
+        and head.keep_alive
+        and not settings.access_log
+        and not (settings.cors_origins and "origin" in head.headers)
+    )
+
+
 def script_safe(body: bytes) -> bytes:
     """JSON as JavaScript source: U+2028 and U+2029 end a line in the string literals of
     scripts before ES2019, the old browsers JSONP serves, so they go as escapes."""
@@ -76,70 +91,49 @@ def _callback(query: Mapping[str, str]) -> str | None:
 
 
 class Poll(Waiter):
-    """A long-poll on a front-end connection; answered once (`answered`), by the fan-out, its
+    """A long-poll on a front-end connection; answered once (`replied`), by the fan-out, its
     hold time running out, a drain, or not at all when the client leaves first (`lost`)."""
 
-    __slots__ = ("answered", "callback", "conn", "head")
+    __slots__ = ("conn", "replied")
 
-    def __init__(
-        self,
-        start: Start,
-        bound: Bound,
-        conn: FrontProtocol,
-        head: RequestHead | None,
-        callback: str | None,
-    ) -> None:
+    def __init__(self, start: Start, bound: Bound, conn: Exchange) -> None:
         super().__init__(start, bound)
         self.conn = conn
-        self.head = head
-        """What the answer depends on; None for a plain poll, whose answer depends on nothing
-        (and which is kept alive), so a held poll does not keep its whole head."""
-        self.callback = callback
-        self.answered = False
+        self.replied = False
 
     def content(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
-        """Headers and body of the answer carrying `body` (as JSONP with `?callback=`)."""
-        if self.callback is None:
-            return [NO_CACHE, JSON], body
-        return [NO_CACHE, JAVASCRIPT], b"%b(%b);" % (self.callback.encode(), script_safe(body))
+        """Headers and body of the answer carrying `body`."""
+        return [NO_CACHE, JSON], body
+
+    def keeps_alive(self) -> bool:
+        """Whether its connection is kept alive after its answer (if the server goes on)."""
+        return True
 
     def hold(self, timeout: float) -> None:
         """Wait for a message, at most `timeout` seconds."""
-        self.conn.front.state.hub.add_waiter(self)
-        self.conn.hold(self, timeout)
-
-    def resolve(self, body: bytes) -> None:
-        if not self.answered:
-            assert self.head is not None
-            self.answered = True
-            self.conn.write_answer(self.head, 200, *self.content(body))
-            self._later()
-
-    def _later(self) -> None:
-        # After the fan-out loop: it is iterating the hub's waiters, and the last waiter's
-        # answer should not wait for the others'.
-        self.conn.front.after(self)
+        conn = self.conn
+        conn.state.hub.add_waiter(self)
+        conn.hold(self, timeout)
 
     def done(self) -> None:
         """From the front end, after the answer: the connection goes on to its next request."""
         conn = self.conn
         self._leave()
-        conn.poll = None
         if self.reusable():
             conn.keep(self)  # for the client's next poll, which the channel most likely awaits
         else:
             self.let_go()
-        conn.finish(self.head is None or self.head.keep_alive)
+        conn.finish(self.keeps_alive())
 
     def _leave(self) -> None:
         """No longer held: out of the fan-out, its connection slot given back."""
-        hub = self.conn.front.state.hub
-        hub.remove_waiter(self)
-        hub.leave("longpoll", self.remote)
+        state = self.conn.state
+        state.hub.remove_waiter(self)
+        state.admission.leave(NAME, self.remote)
 
     def let_go(self) -> None:
         """Give back its channels (the end of a poll not held again)."""
-        self.conn.front.state.hub.release(self.channels)
+        self.conn.state.hub.release(self.channels)
 
     def awaits(self) -> str:
         """The cursor a kept poll is most likely asked with: where its channel is."""
@@ -149,8 +143,8 @@ class Poll(Waiter):
 
     def lost(self) -> None:
         """The client left while the poll waited."""
-        if not self.answered:
-            self.answered = True
+        if not self.replied:
+            self.replied = True
             self._leave()
             self.let_go()
 
@@ -159,6 +153,38 @@ class Poll(Waiter):
         of one channel that has had a message (so keeping it holds no state that would
         otherwise go)."""
         return False
+
+
+class HeadedPoll(Poll):
+    """A poll whose answer depends on its head: JSONP (`?callback=`), CORS headers, an access
+    log line, HTTP/1.0 or a connection that closes after it. It keeps its head and callback; a
+    plain poll (`PlainPoll`), the usual one, keeps neither."""
+
+    __slots__ = ("callback", "head")
+
+    def __init__(
+        self, start: Start, bound: Bound, conn: Exchange, head: RequestHead, callback: str | None
+    ) -> None:
+        super().__init__(start, bound, conn)
+        self.head = head
+        self.callback = callback
+
+    def content(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        """Headers and body of the answer carrying `body` (as JSONP with `?callback=`)."""
+        if self.callback is None:
+            return [NO_CACHE, JSON], body
+        return [NO_CACHE, JAVASCRIPT], b"%b(%b);" % (self.callback.encode(), script_safe(body))
+
+    def keeps_alive(self) -> bool:
+        return self.head.keep_alive
+
+    def resolve(self, body: bytes) -> None:
+        if not self.replied:
+            self.replied = True
+            self.conn.answer(self.head, 200, *self.content(body))
+            # Done with after the fan-out loop: it is iterating the hub's waiters, and the last
+            # waiter's answer should not wait for the others'.
+            self.conn.settle(self)
 
 
 class PlainPoll(Poll):
@@ -179,13 +205,14 @@ class PlainPoll(Poll):
         False: the request is then served as a new poll."""
         ch = self.single
         conn = self.conn
-        state = conn.front.state
+        state = conn.state
+        subscribe = request.subscribe
         if (
             ch is None
-            or not request.subscribe.fresh()
+            or (subscribe.expires is not None and not subscribe.fresh())
             or ch.pending
             or request.timeout == 0
-            or conn.transport.is_closing()
+            or conn.closing()
             or not state.hub.current(ch)
         ):
             self.let_go()
@@ -198,40 +225,41 @@ class PlainPoll(Poll):
                 return False
             # Counted as a new poll would be (refused when full), though an answer at once
             # gives its slot back at once.
-            admit(state, "longpoll", self.remote)
+            if state.draining:
+                raise draining()
+            state.admission.admit(NAME, self.remote)
         except PushError:
             self.let_go()
             raise
         if at_head:
-            self.answered = False
-            self.hold(request.hold_time())
+            self.replied = False
+            self.hold(request.timeout if subscribe.expires is None else request.hold_time())
             return True
         assert body is not None
-        state.hub.leave("longpoll", self.remote)
-        conn.transport.write(json_answer(body))
+        state.admission.leave(NAME, self.remote)
+        conn.send(json_answer(body))
         conn.keep(self)
         conn.finish(True)
         return True
 
     def resolve(self, body: bytes) -> None:
-        if self.conn.front.state.draining:  # the connection closes after it: the head says so
+        if self.conn.state.draining:  # the connection closes after it: the head says so
             self.send(answer.whole(200, (NO_CACHE, JSON), "1.1", False, body))
         else:
             self.send(json_answer(body))
 
     def send(self, answer: bytes) -> None:
-        if not self.answered:
-            self.answered = True
-            transport = self.conn.transport
-            if not transport.is_closing():
-                transport.write(answer)
-            self._later()
+        if not self.replied:
+            self.replied = True
+            conn = self.conn
+            conn.send(answer)
+            conn.settle(self)
 
 
-def handle(conn: FrontProtocol, head: RequestHead) -> Awaitable[None] | None:
+def handle(conn: Exchange, head: RequestHead) -> Awaitable[None] | None:
     """Answer or hold the poll at once when the broker has its channels at hand (no task);
     else return what finishes it once the broker has been waited for."""
-    state = conn.front.state
+    state = conn.state
     if state.draining:
         raise draining()
     poll = PollRequest.parse(conn, head)
@@ -260,11 +288,10 @@ class Missed:
         None when the channel has nothing for it; raises InvalidInput for a bad cursor."""
         ch = poll.single
         assert ch is not None
-        oldest = ch.history[0].id if ch.history else 0
-        key = (ch.name, ch.epoch, ch.sent_id, oldest, cursor)
+        key = (ch.name, ch.epoch, ch.sent_id, ch.history.first, cursor)
         if key == self.key:
             return self.answer
-        events = backlog_after(poll.conn.front.state, poll.channels, cursor)
+        events = backlog_after(poll.conn.state, poll.channels, cursor)
         answer = poll.answer(events)[0] if events else None
         if answer is None or len(answer) <= MISSED_KEPT_BYTES:
             self.key, self.answer = key, answer
@@ -282,22 +309,22 @@ class PollRequest:
     callback: str | None
     bound: Bound
     plain: bool
-    """Whether its answer is a `PlainPoll`'s (`FrontProtocol.plain`, no JSONP)."""
+    """Whether its answer is a `PlainPoll`'s (`_plain`, no JSONP)."""
     missed: Missed = dataclasses.field(default_factory=Missed)
 
     @classmethod
-    def parse(cls, conn: FrontProtocol, head: RequestHead) -> PollRequest:
-        state = conn.front.state
+    def parse(cls, conn: Exchange, head: RequestHead) -> PollRequest:
+        state = conn.state
         query = head.query
         settings = state.settings
-        subscribe = parse_subscribe(state, head, "longpoll")
+        subscribe = parse_subscribe(state, head, NAME)
         timeout = _timeout(query, settings.default_timeout, settings.max_timeout)
         callback = _callback(query)
         bound = _bound(query, state)
-        plain = callback is None and conn.plain(head)
+        plain = callback is None and _plain(settings, head)
         return cls(head, subscribe, timeout, callback, bound, plain)
 
-    def again(self, conn: FrontProtocol, cursor: str) -> Awaitable[None] | None:
+    def again(self, conn: Exchange, cursor: str) -> Awaitable[None] | None:
         """Serve this head again with `cursor` (its token checked again when near expiry),
         holding the connection's kept poll again when it can."""
         kept = conn.take_kept()
@@ -317,8 +344,8 @@ class PollRequest:
             return self.timeout
         return min(self.timeout, max(0.0, expires - time.time()))
 
-    def serve(self, conn: FrontProtocol, cursor: str) -> Awaitable[None] | None:
-        state = conn.front.state
+    def serve(self, conn: Exchange, cursor: str) -> Awaitable[None] | None:
+        state = conn.state
         sub_req = reserve(state, self.subscribe, cursor, conn.remote(self.head))
         waiting = False
         try:
@@ -332,24 +359,34 @@ class PollRequest:
             if not waiting:
                 sub_req.release()
 
-    async def _after_open(self, conn: FrontProtocol, sub_req: SubscribeRequest) -> None:
+    async def _after_open(self, conn: Exchange, sub_req: SubscribeRequest) -> None:
         try:
             self._go(conn, sub_req, await open_channels(sub_req))
         finally:
             sub_req.release()
 
-    def _go(self, conn: FrontProtocol, sub_req: SubscribeRequest, start: Start) -> None:
+    def _go(self, conn: Exchange, sub_req: SubscribeRequest, start: Start) -> None:
         """Answer with the backlog (or at once for `?timeout=0`), else hold."""
         head = self.head
         timeout = self.hold_time()
         poll: Poll
         if self.plain:
-            poll, events = begin(start, PlainPoll, self.bound, conn, None, None)
+            poll, events = begin(start, PlainPoll, self.bound, conn)
         else:
-            poll, events = begin(start, Poll, self.bound, conn, head, self.callback)
-        if events or timeout == 0 or conn.transport.is_closing():
+            poll, events = begin(start, HeadedPoll, self.bound, conn, head, self.callback)
+        if events or timeout == 0 or conn.closing():
             body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
             conn.reply(head, 200, *poll.content(body))
         else:
             sub_req.hand_over()  # to the held poll, which gives slot and channels back
             poll.hold(timeout)
+
+
+def check(conn: Exchange, head: RequestHead) -> Headers:
+    """The checks of `handle`, in its order, nothing held."""
+    poll = PollRequest.parse(conn, head)
+    probe.check_subscription(conn, head, poll.subscribe, head.query.get("cursor", ""))
+    return [NO_CACHE, JSON if poll.callback is None else JAVASCRIPT]
+
+
+TRANSPORT = Transport("lp", NAME, handle, check)

@@ -3,14 +3,9 @@ EventSource resumes through `Last-Event-ID` by itself."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...wire.framing import SSE, SSE_PLAIN
-from ..front.head import RequestHead
-from .held import serve_held
-
-if TYPE_CHECKING:
-    from ..front.protocol import FrontProtocol
+from ..http.parser import RequestHead
+from .held import HeldKind, held_transport
 
 
 def cursor_of(head: RequestHead) -> str:
@@ -19,5 +14,4 @@ def cursor_of(head: RequestHead) -> str:
     return head.headers.get("last-event-id") or head.query.get("cursor", "")
 
 
-async def handle(conn: FrontProtocol, head: RequestHead) -> None:
-    await serve_held(conn, head, "sse", "text/event-stream", (SSE, SSE_PLAIN), cursor_of(head))
+TRANSPORT = held_transport("sse", HeldKind("sse", "text/event-stream", SSE, SSE_PLAIN, cursor_of))

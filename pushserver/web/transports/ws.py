@@ -18,14 +18,24 @@ from aiohttp import WSCloseCode
 from ...core.subscription import Start
 from ...wire.framing import WEBSOCKET
 from ...wire.websocket import ClientReader
-from ..front.handshake import accept
-from ..front.head import RequestHead
+from ..http.parser import RequestHead
 from ..state import ServerState
-from .common import HeldSubscriber, begin, open_channels, subscribe_request, take_over
+from . import probe
+from .common import (
+    HeldSubscriber,
+    begin,
+    open_channels,
+    parse_subscribe,
+    subscribe_request,
+    take_over,
+)
+from .exchange import Headers, Transport
+from .handshake import HandshakeError, accept
 
 if TYPE_CHECKING:
-    from ..front.protocol import FrontProtocol
+    from .exchange import Exchange
 
+NAME = "ws"
 CLOSE_CODES = {"shutdown": WSCloseCode.SERVICE_RESTART, "expired": WSCloseCode.POLICY_VIOLATION}
 CLOSE_TIMEOUT = 2.0
 """Seconds a closing connection has to finish the close handshake before the socket is dropped."""
@@ -93,24 +103,26 @@ class HeldWs(HeldSubscriber):
                 transport.close()
         hub = self.state.hub
         if reader.open:
-            if transport.get_write_buffer_size() > hub.max_buffer_bytes:
-                hub.cut_off([self])
+            if transport.get_write_buffer_size() > hub.fanout.max_buffer_bytes:
+                hub.fanout.cut_off([self])
         elif not self.closing:
             self.closing = True
             hub.detach(self)
-            hub.linger(self)  # a shutdown lets the client answer its close
+            hub.shutdown.linger(self)  # a shutdown lets the client answer its close
             asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, transport.abort)
 
     def connection_lost(self, exc: Exception | None) -> None:
         super().connection_lost(exc)
-        self.state.hub.closed(self)
+        self.state.hub.shutdown.closed(self)
 
 
-async def handle(conn: FrontProtocol, head: RequestHead) -> None:
-    sub_req = subscribe_request(conn.front.state, head, conn.remote(head), "ws")
+async def handle(conn: Exchange, head: RequestHead) -> None:
+    sub_req = subscribe_request(conn.state, head, conn.remote(head), NAME)
     try:
         start = await open_channels(sub_req)  # a bad cursor is refused before the handshake
-        upgraded = conn.upgrade(head, accept(head))
+        headers = [("Upgrade", "websocket"), ("Connection", "upgrade")]
+        headers.append(("Sec-WebSocket-Accept", accept(head)))
+        upgraded = conn.hand_over(head, 101, headers)
         if upgraded is None:
             return
         transport, rest = upgraded
@@ -120,3 +132,14 @@ async def handle(conn: FrontProtocol, head: RequestHead) -> None:
         sub_req.release()
     if rest:
         sub.data_received(rest)
+
+
+def check(conn: Exchange, head: RequestHead) -> Headers:
+    """A HEAD is no opening handshake: refused as a GET without the upgrade headers is."""
+    parsed = parse_subscribe(conn.state, head, NAME)
+    probe.check_subscription(conn, head, parsed, head.query.get("cursor", ""))
+    accept(head)
+    raise HandshakeError("a WebSocket handshake is a GET request (RFC 6455 section 4.1)")
+
+
+TRANSPORT = Transport("ws", NAME, handle, check, (WEBSOCKET,))

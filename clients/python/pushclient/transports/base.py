@@ -92,9 +92,13 @@ async def open_response(
     accept: str,
 ) -> AsyncIterator[aiohttp.ClientResponse]:
     """GET a subscribe URL; a non-200 answer raises its typed error. On the way out a fully
-    read connection goes back to the pool; one left mid-way is closed, it cannot be reused."""
+    read connection goes back to the pool; one left mid-way is closed, it cannot be reused.
+
+    It asks for gzip: aiohttp decodes a gzip answer as its bytes arrive (the server flushes
+    every message), so the body reads the same whether the server compressed it or not."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=idle, sock_read=idle)
-    async with session.get(url, params=params, headers={"Accept": accept}, timeout=timeout) as resp:
+    headers = {"Accept": accept, "Accept-Encoding": "gzip"}
+    async with session.get(url, params=params, headers=headers, timeout=timeout) as resp:
         try:
             if resp.status != 200:
                 raise error_from_response(resp.status, await resp.read(), resp.headers)

@@ -1,4 +1,7 @@
-"""WebSocket: one JSON text frame per event; server pings count as signs of life."""
+"""WebSocket: one JSON text frame per event; server pings count as signs of life.
+
+It offers permessage-deflate (RFC 7692); aiohttp inflates what the server compressed, keeping
+the window between messages as the server may use it."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ class WebSocketTransport(Transport):
         try:
             async with asyncio.timeout(idle):
                 ws = await session.ws_connect(
-                    url, params=params, autoping=True, timeout=_CLOSE_TIMEOUT
+                    url, params=params, autoping=True, timeout=_CLOSE_TIMEOUT, compress=15
                 )
         except aiohttp.WSServerHandshakeError as exc:
             # aiohttp keeps the status and headers of a refused handshake, not its body.

@@ -62,12 +62,13 @@ public final class PushClient {
             final SubscriptionListener listener) throws IOException {
         HttpURLConnection conn = Http.open(subscribeUrl(Transport.LONGPOLL, channels, cursor, timeoutSeconds, null),
                 options.connectTimeoutMillis(), Http.pollReadTimeoutMillis(timeoutSeconds));
+        Http.acceptGzip(conn);
         int status = Http.status(conn);
         if (status != HttpURLConnection.HTTP_OK) {
             throw Http.error(conn, status);
         }
         final String[] next = {cursor};
-        Framing.read(Transport.LONGPOLL, conn.getInputStream(), new Framing.Sink() {
+        Framing.read(Transport.LONGPOLL, Http.body(conn), new Framing.Sink() {
             @Override
             public void message(Message message) {
                 listener.onMessage(message);

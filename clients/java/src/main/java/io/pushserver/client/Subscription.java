@@ -179,9 +179,7 @@ public final class Subscription implements Closeable {
                     client.subscribeUrl(using, channels, cursor, pollTimeout, limit.value()),
                     options.connectTimeoutMillis(),
                     polling ? Http.pollReadTimeoutMillis(pollTimeout) : options.streamReadTimeoutMillis());
-            if (using != Transport.LONGPOLL) {
-                conn.setRequestProperty("Accept-Encoding", "identity");
-            }
+            Http.acceptGzip(conn);
             current = conn;
             boolean reusable = false;
             try {
@@ -226,7 +224,7 @@ public final class Subscription implements Closeable {
             if (!head) {
                 setState(ConnectionState.CONNECTED, null);
             }
-            return conn.getInputStream();
+            return Http.body(conn);
         } catch (IOException e) {
             checkNotDropped(generation);
             throw e;

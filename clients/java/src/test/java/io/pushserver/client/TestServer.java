@@ -95,9 +95,15 @@ final class TestServer implements AutoCloseable {
         }
     }
 
+    /** PUSHSERVER_PYTHON, else the repository's .venv (the README's install gives it the
+     * server's dependencies), else python3. */
     private static String python() {
         String python = System.getProperty("pushserver.python", System.getenv("PUSHSERVER_PYTHON"));
-        return python == null || python.isEmpty() ? "python3" : python;
+        if (python != null && !python.isEmpty()) {
+            return python;
+        }
+        File venv = new File(repositoryRoot(), ".venv/bin/python");
+        return venv.canExecute() ? venv.getPath() : "python3";
     }
 
     /** clients/java/../.. holds the pushserver package, so a plain python3 finds it too. */

@@ -1,0 +1,277 @@
+"""The histories a broker keeps on this node: per channel its epoch, its last id and its last
+messages, each stored once as the envelope head every subscriber is sent.
+
+A message held here costs its head (one `bytes`) and 16 bytes beside it (its time and its
+arrival order, in arrays): no `Message` object, no parallel copy of its data. Ids are not
+stored: a channel's buffered messages are the ids just before its last one, in order. A channel
+with nothing buffered keeps no containers at all.
+
+An engine writes its histories (`Histories.load`, `append`, `reset`, deleting a channel); the
+hub only reads them (`get`, `backlog`, counts). The memory engine's are the whole truth; a
+shared engine's are its copy of what it follows.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from array import array
+from collections.abc import Iterable, Sequence
+from typing import NamedTuple
+
+from .errors import InvalidInput
+from .messages import Event, Gap, Message
+from .positions import Position, born, cursor_part, is_unstarted
+
+COMPACT_AFTER = 32
+"""Entries dropped from the front of a buffer before they are removed for good (see `Buffer`)."""
+
+
+class ChannelInfo(NamedTuple):
+    """A channel's state as the broker knows it, for GET /channels."""
+
+    epoch: str
+    last_id: int
+    buffered: int
+
+
+class Buffer:
+    """A channel's buffered messages, oldest first: heads and their times and arrival orders.
+
+    Entries leave from the front (size and age limits) by moving `start`; a head that leaves is
+    released at once, and the lists are shortened only once more than half of them (and at
+    least `COMPACT_AFTER`) is gone, so a full history of N messages costs O(1), not O(N), per
+    message appended.
+    """
+
+    __slots__ = ("heads", "seqs", "start", "times")
+
+    def __init__(self) -> None:
+        self.heads: list[bytes | None] = []
+        self.times: array[float] = array("d")
+        self.seqs: array[int] = array("Q")
+        self.start = 0
+
+    def __len__(self) -> int:
+        return len(self.heads) - self.start
+
+    def drop(self, count: int) -> None:
+        """Drop the `count` oldest entries."""
+        heads, start = self.heads, self.start
+        end = start + count
+        if count == 1:  # a full history, one message in, one out
+            heads[start] = None
+        else:
+            heads[start:end] = itertools.repeat(None, count)
+        self.start = end
+        if end >= COMPACT_AFTER and 2 * end >= len(heads):
+            del heads[:end]
+            del self.times[:end]
+            del self.seqs[:end]
+            self.start = 0
+
+    def older(self, cutoff: float, start: int) -> int:
+        """How many entries from index `start` on are older than `cutoff` (the newest, the
+        one just kept, never is: a buffer keeps at least it)."""
+        times = self.times
+        end = start
+        last = len(times) - 1
+        while end < last and times[end] < cutoff:
+            end += 1
+        return end - start
+
+
+class ChannelHistory:
+    """One channel as a broker holds it: its epoch (and the unstarted epoch it began after,
+    `born`), its last id, and its buffered messages (`Buffer`, None when there are none)."""
+
+    __slots__ = ("born", "buffer", "epoch", "last_id", "name")
+
+    def __init__(self, name: str, epoch: str, born: str, last_id: int = 0) -> None:
+        self.name = name
+        self.epoch = epoch
+        self.born = born
+        """The unstarted epoch this epoch began after (`core.positions.born`): a cursor at
+        (`born`, 0) was taken before its first message, after any earlier epoch of the channel
+        ended, and missed nothing."""
+        self.last_id = last_id
+        self.buffer: Buffer | None = None
+
+    @property
+    def unstarted(self) -> bool:
+        """Never published to: dropping it loses nothing, its epoch and ids start the same."""
+        return is_unstarted(self.epoch)
+
+    @property
+    def buffered(self) -> int:
+        """Messages buffered."""
+        return 0 if self.buffer is None else len(self.buffer)
+
+    @property
+    def first(self) -> int:
+        """The oldest buffered id; `last_id + 1` when nothing is buffered."""
+        buffer = self.buffer
+        if buffer is None:
+            return self.last_id + 1
+        return self.last_id - len(buffer.heads) + buffer.start + 1
+
+    def add(self, message: Message, size: int, ttl: float) -> None:
+        """`message`, the next id (or the first of a new epoch), kept; the oldest beyond `size`
+        or older than `ttl` before it dropped."""
+        buffer = self.buffer
+        if buffer is None:
+            buffer = self.buffer = Buffer()
+        heads, times = buffer.heads, buffer.times
+        ts = message.ts
+        heads.append(message.head)
+        times.append(ts)
+        buffer.seqs.append(message.seq)
+        self.last_id = message.id
+        start = buffer.start
+        excess = len(heads) - start - size
+        cutoff = ts - ttl
+        if excess > 0 or times[start] < cutoff:  # the usual append stops here, or drops one
+            if excess < 0:
+                excess = 0
+            if times[start + excess] < cutoff:
+                excess += buffer.older(cutoff, start + excess)
+            buffer.drop(excess)
+
+    def expire(self, ttl: float, now: float | None = None) -> None:
+        """Drop what is older than the TTL."""
+        buffer = self.buffer
+        if buffer is not None:
+            cutoff = (time.time() if now is None else now) - ttl
+            old = buffer.older(cutoff, buffer.start)
+            if old == len(buffer) - 1 and buffer.times[-1] < cutoff:
+                self.buffer = None
+            elif old:
+                buffer.drop(old)
+
+    def clear(self) -> None:
+        self.buffer = None
+
+    def messages(self, after: int, upto: int) -> list[Message]:
+        """The buffered messages with ids in (`after`, `upto`], oldest first."""
+        buffer = self.buffer
+        if buffer is None:
+            return []
+        first = self.first
+        low = max(after + 1, first)
+        high = min(upto, self.last_id)
+        base = buffer.start - first
+        heads, times, seqs = buffer.heads, buffer.times, buffer.seqs
+        out = []
+        for id_ in range(low, high + 1):
+            at = base + id_
+            head = heads[at]
+            assert head is not None, "a dropped entry inside the buffered range"
+            out.append(Message.kept(self.name, self.epoch, id_, times[at], seqs[at], head))
+        return out
+
+    def backlog(self, position: Position | None, count: int, upto: int) -> list[Event]:
+        """What a subscriber joining at `position` must get first: a gap, then messages.
+
+        Only messages up to `upto` count (those the hub has fanned out), so one still pending
+        reaches the subscriber once, by the fan-out. Without a position: the last `count`.
+        """
+        upto = min(upto, self.last_id)
+        events: list[Event] = []
+        if position is None:
+            if count > 0:
+                events.extend(self.messages(upto - count, upto))
+            return events
+        epoch, seen = position
+        if seen == 0 and epoch == self.born:
+            epoch = self.epoch  # joined before the first message of this epoch: nothing missed
+        first = min(self.first, upto + 1)
+        after_gap = cursor_part(self.name, self.epoch, first - 1)
+        if epoch != self.epoch:
+            return [Gap(self.name, 1, first - 1, "epoch", after_gap), *self.messages(0, upto)]
+        if seen > self.last_id:
+            raise InvalidInput(
+                "bad_cursor",
+                f"cursor for {self.name!r} is at id {seen}, past the channel's last id "
+                f"{self.last_id}",
+            )
+        if seen < first - 1:
+            events.append(Gap(self.name, seen + 1, first - 1, "expired", after_gap))
+        events.extend(self.messages(seen, upto))
+        return events
+
+
+class Histories(dict[str, ChannelHistory]):
+    """The channels a broker holds on this node, by name: what subscribers resume from.
+
+    `unstarted` is the unstarted epoch of the broker's current generation, untagged
+    (`core.positions.unstarted`): every epoch held began in that generation, after the
+    unstarted epoch `core.positions.born` names. Each message kept gets the next arrival order
+    (`Message.seq`), so backlogs of several channels come in the order messages arrived.
+    """
+
+    __slots__ = ("_arrivals", "size", "ttl", "unstarted")
+
+    def __init__(self, size: int, ttl: float, unstarted: str) -> None:
+        super().__init__()
+        self.size = size
+        self.ttl = ttl
+        self.unstarted = unstarted
+        self._arrivals = itertools.count(1)
+
+    def load(
+        self, name: str, epoch: str, last_id: int, messages: Iterable[Message] = ()
+    ) -> ChannelHistory:
+        """`name` as read from where the truth is: its epoch, its last id and what it buffers
+        (the run of `messages` that ends at `last_id`; any older, unconnected ones are gone)."""
+        history = self[name] = ChannelHistory(name, epoch, born(self.unstarted, epoch), last_id)
+        self._fill(history, messages)
+        return history
+
+    def reset(self, name: str, epoch: str, last_id: int, messages: Iterable[Message]) -> None:
+        """`name` moved on without this node (ids lost, or a new epoch): `load` it afresh, in
+        place, so whoever reads the same history object sees the move."""
+        history = self.get(name)
+        if history is None:
+            self.load(name, epoch, last_id, messages)
+            return
+        history.epoch, history.born = epoch, born(self.unstarted, epoch)
+        history.last_id = last_id
+        history.clear()
+        self._fill(history, messages)
+
+    def append(self, message: Message) -> ChannelHistory:
+        """Keep `message`, its channel's next (a first message gives the channel its epoch),
+        giving it its arrival order; the oldest past the size or the TTL go."""
+        name = message.channel
+        history = self.get(name)
+        if history is None:
+            history = self.load(name, message.epoch, message.id - 1)
+        elif history.epoch != message.epoch:
+            history.epoch, history.born = message.epoch, born(self.unstarted, message.epoch)
+        message.seq = next(self._arrivals)
+        history.add(message, self.size, self.ttl)
+        return history
+
+    def info(self, name: str) -> ChannelInfo | None:
+        """The state of `name`, for GET /channels, or None if it is not held here."""
+        history = self.get(name)
+        if history is None:
+            return None
+        history.expire(self.ttl)
+        return ChannelInfo(history.epoch, history.last_id, history.buffered)
+
+    def _fill(self, history: ChannelHistory, messages: Iterable[Message]) -> None:
+        run = _ending_at(history.last_id, [m for m in messages if m.id <= history.last_id])
+        for message in run:
+            history.add(message, self.size, self.ttl)
+        history.expire(self.ttl)
+
+
+def _ending_at(last_id: int, messages: Sequence[Message]) -> Sequence[Message]:
+    """The longest run of consecutive ids at the end of `messages` whose last id is `last_id`."""
+    if not messages or messages[-1].id != last_id:
+        return ()
+    start = len(messages) - 1
+    while start and messages[start - 1].id == messages[start].id - 1:
+        start -= 1
+    return messages[start:]

@@ -1,0 +1,120 @@
+"""Answers as bytes: status line and headers as aiohttp would write them, JSON errors, and the
+prebuilt long-poll answer the fan-out writes to every plain waiter."""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Iterable
+from email.utils import formatdate
+from http import HTTPStatus
+
+from ... import __version__
+from ...core.errors import PushError
+from ..errors import error_body, refusal_headers, status_of
+
+SERVER = f"pushserver/{__version__}"
+NO_CACHE = ("Cache-Control", "no-cache, no-store")
+JSON = ("Content-Type", "application/json")
+JSON_ONLY = [JSON]
+"""The headers of a plain JSON answer, answered from a prebuilt head when nothing is added to
+it (`Connection.reply` knows it by identity: never modified)."""
+CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+_date = ["", 0]
+
+
+def http_date() -> str:
+    """The `Date` value, formatted once per second."""
+    now = int(time.time())
+    if _date[1] != now:
+        _date[0], _date[1] = formatdate(now, usegmt=True), now
+    return _date[0]  # type: ignore[return-value]
+
+
+def head(
+    status: int,
+    headers: Iterable[tuple[str, str]],
+    version: str = "1.1",
+    keep_alive: bool = True,
+    length: int | None = None,
+    chunked: bool = False,
+) -> bytes:
+    """A response head as aiohttp would write it: `Content-Length` when `length` is known,
+    chunked transfer on HTTP/1.1 when asked, and `Connection` only where the version's default
+    does not already say what happens next."""
+    length_text = None if length is None else str(length)
+    return _head(status, headers, version, keep_alive, length_text, chunked, http_date()).encode(
+        "latin-1"
+    )
+
+
+def _head(
+    status: int,
+    headers: Iterable[tuple[str, str]],
+    version: str,
+    keep_alive: bool,
+    length: str | None,
+    chunked: bool,
+    date: str,
+) -> str:
+    lines = [f"HTTP/{version} {status} {HTTPStatus(status).phrase}"]
+    lines.extend(f"{name}: {value}" for name, value in headers)
+    if length is not None:
+        lines.append(f"Content-Length: {length}")
+    elif chunked and version == "1.1":
+        lines.append("Transfer-Encoding: chunked")
+    lines.append(f"Date: {date}")
+    lines.append(f"Server: {SERVER}")
+    if keep_alive and version == "1.0":
+        lines.append("Connection: keep-alive")
+    elif not keep_alive and version == "1.1":
+        lines.append("Connection: close")
+    lines.append("\r\n")
+    return "\r\n".join(lines)
+
+
+@functools.cache
+def _template(
+    status: int, headers: tuple[tuple[str, str], ...], version: str, keep_alive: bool
+) -> str:
+    """`head` for a body of any length: `%d` where its length goes, `%s` where the date goes."""
+    escaped = [(name, value.replace("%", "%%")) for name, value in headers]
+    return _head(status, escaped, version, keep_alive, "%d", False, "%s")
+
+
+def whole(
+    status: int,
+    headers: tuple[tuple[str, str], ...],
+    version: str,
+    keep_alive: bool,
+    body: bytes,
+) -> bytes:
+    """`head` and `body` together, from a head made once per kind of answer (only the length
+    and the date are filled in)."""
+    return (_template(status, headers, version, keep_alive) % (len(body), http_date())).encode(
+        "latin-1"
+    ) + body
+
+
+_PLAIN = _template(200, (NO_CACHE, JSON), "1.1", True)
+
+
+def json_answer(body: bytes) -> bytes:
+    """The whole `200 application/json` HTTP/1.1 keep-alive answer carrying `body` (what
+    `whole` gives for it, a lookup sooner: the fan-out builds one per distinct body)."""
+    return (_PLAIN % (len(body), http_date())).encode() + body
+
+
+def refusal(exc: PushError) -> tuple[int, list[tuple[str, str]], bytes]:
+    """Status, headers and body of the JSON error for `exc`."""
+    headers = [JSON, *refusal_headers(exc).items()]
+    return status_of(exc), headers, error_body(exc.code, exc.message)
+
+
+def closing(
+    status: int, headers: Iterable[tuple[str, str]], body: bytes, head_only: bool = False
+) -> bytes:
+    """An answer to a request never served, announcing that the connection closes; its
+    `Content-Length` is the body's even when the body is not sent (`head_only`: a HEAD's)."""
+    sent = head(status, headers, "1.1", False, len(body))
+    return sent if head_only else sent + body

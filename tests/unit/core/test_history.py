@@ -1,0 +1,136 @@
+"""The history store on its own: what a channel keeps (heads, not messages), its limits, loads
+and resets, and the order it gives messages of several channels. Pure logic: no hub, no loop."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pushserver.core.history import COMPACT_AFTER, ChannelInfo, Histories
+from pushserver.core.messages import Message
+from pushserver.core.positions import born, unstarted
+
+GENERATION = unstarted("9c1f02ab")
+
+
+def message(n: int, channel: str = "news", epoch: str = "e1", ts: float = 1000.0) -> Message:
+    return Message(channel, epoch, n, ts + n, b'"m%d"' % n)
+
+
+def ids(histories: Histories, name: str = "news") -> list[int]:
+    kept = histories[name]
+    return [m.id for m in kept.messages(0, kept.last_id)]
+
+
+def test_a_kept_message_is_its_envelope_head_and_comes_back_the_same():
+    histories = Histories(10, 1e10, GENERATION)
+    sent = message(1)
+    histories.append(sent)
+    (back,) = histories["news"].messages(0, 1)
+    assert histories["news"].buffer.heads == [sent.head]  # type: ignore[union-attr]
+    assert back.head is sent.head  # stored once: the same bytes object
+    assert (back.channel, back.epoch, back.id, back.ts, back.seq) == ("news", "e1", 1, 1001, 1)
+    assert back.position == sent.position and back.body(b"c") == sent.body(b"c")
+
+
+def test_a_channel_with_nothing_buffered_keeps_no_containers():
+    histories = Histories(10, 5.0, GENERATION)
+    kept = histories.load("quiet", unstarted("9c1f02ab", "n1"), 0)
+    assert kept.buffer is None and kept.buffered == 0 and kept.first == 1
+    histories.append(message(1, "quiet", "9c1f02ab1n1"))
+    assert kept.buffered == 1
+    kept.expire(5.0, now=2000.0)
+    assert kept.buffer is None and kept.last_id == 1 and kept.first == 2
+
+
+def test_the_first_message_gives_an_unstarted_channel_its_epoch_and_born():
+    histories = Histories(10, 1e10, GENERATION)
+    tagged = unstarted("9c1f02ab", "n2")
+    kept = histories.load("news", tagged, 0)
+    assert kept.unstarted and kept.born == tagged
+    histories.append(message(1, epoch="9c1f02ab7n2"))
+    assert (kept.epoch, kept.born, kept.unstarted) == ("9c1f02ab7n2", tagged, False)
+    assert kept.born == born(GENERATION, kept.epoch)
+
+
+def test_the_size_keeps_the_newest_and_the_buffer_compacts_as_it_goes():
+    histories = Histories(5, 1e10, GENERATION)
+    for n in range(1, 200):
+        histories.append(message(n))
+        buffer = histories["news"].buffer
+        assert buffer is not None
+        assert len(buffer.heads) <= max(2 * 5, COMPACT_AFTER + 5)  # dropped entries go in bulk
+    assert ids(histories) == [195, 196, 197, 198, 199]
+    assert histories["news"].first == 195
+
+
+def test_a_message_older_than_the_ttl_goes_when_the_next_comes():
+    histories = Histories(10, 2.5, GENERATION)
+    for n in range(1, 6):
+        histories.append(message(n))  # ts 1001 .. 1005
+    assert ids(histories) == [3, 4, 5]
+
+
+def test_arrival_order_runs_across_channels():
+    histories = Histories(10, 1e10, GENERATION)
+    for m in [message(1, "a"), message(1, "b"), message(2, "a")]:
+        histories.append(m)
+    seqs = {(m.channel, m.id): m.seq for name in "ab" for m in histories[name].messages(0, 9)}
+    assert seqs == {("a", 1): 1, ("b", 1): 2, ("a", 2): 3}
+
+
+def test_a_load_keeps_the_consecutive_run_that_ends_at_the_last_id():
+    histories = Histories(10, 1e10, GENERATION)
+    histories.load("news", "e1", 7, [message(n) for n in (1, 2, 4, 5, 6, 7, 8)])
+    assert ids(histories) == [4, 5, 6, 7]  # 8 is past the last id; 3 is missing
+    histories.load("news", "e1", 9, [message(n) for n in (5, 6, 7)])
+    assert ids(histories) == []  # nothing that reaches the last id: nothing buffered
+    assert histories["news"].last_id == 9
+
+
+def test_a_reset_moves_the_same_object_so_whoever_holds_it_sees_the_move():
+    histories = Histories(10, 1e10, GENERATION)
+    kept = histories.load("news", "e1", 3, [message(n) for n in (1, 2, 3)])
+    histories.reset("news", "e2", 2, [message(n, epoch="e2") for n in (1, 2)])
+    assert histories["news"] is kept
+    assert (kept.epoch, kept.last_id, ids(histories)) == ("e2", 2, [1, 2])
+    assert kept.born == born(GENERATION, "e2")
+
+
+def test_info_counts_what_has_not_expired():
+    histories = Histories(10, 60.0, GENERATION)
+    assert histories.info("news") is None
+    histories.load("news", "e1", 4, [message(n, ts=0.0) for n in range(1, 5)])
+    assert histories.info("news") == ChannelInfo("e1", 4, 0)  # ts 1..4: long expired
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.integers(1, 40),
+    st.lists(st.one_of(st.just("add"), st.integers(0, 50)), max_size=120),
+)
+def test_what_is_buffered_is_always_the_newest_ids_within_size_and_age(size, steps):
+    """Appends and expiries in any order: the buffer holds exactly the ids a list would."""
+    histories = Histories(size, 1e10, GENERATION)
+    histories.load("news", "e1", 0)
+    model: list[tuple[int, float]] = []
+    last = 0
+    for step in steps:
+        if step == "add":
+            last += 1
+            histories.append(message(last, ts=float(last)))
+            model = [*model, (last, last + float(last))][-size:]
+        else:
+            histories["news"].expire(ttl=1.0, now=float(2 * step))
+            model = [(n, ts) for n, ts in model if ts >= 2 * step - 1.0]
+        assert ids(histories) == [n for n, _ in model]
+        assert histories["news"].buffered == len(model)
+        assert histories["news"].first == (model[0][0] if model else last + 1)
+
+
+@pytest.mark.parametrize("upto", [0, 3, 5, 9])
+def test_messages_stop_at_what_was_fanned_out(upto):
+    histories = Histories(10, 1e10, GENERATION)
+    histories.load("news", "e1", 5, [message(n) for n in range(1, 6)])
+    assert [m.id for m in histories["news"].messages(1, upto)] == list(range(2, min(upto, 5) + 1))

@@ -1,0 +1,30 @@
+"""Answers the front end writes: a whole answer from a head made once per kind of answer is the
+head `answer.head` writes for it, whatever the version, status, headers and body."""
+
+from __future__ import annotations
+
+import pytest
+
+from pushserver.web.http import answer
+
+
+@pytest.fixture(autouse=True)
+def one_date(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same `Date` for both sides of a comparison, even across a second's turn."""
+    monkeypatch.setattr(answer, "http_date", lambda: "Tue, 25 Nov 2026 12:00:00 GMT")
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+@pytest.mark.parametrize("keep_alive", [True, False])
+@pytest.mark.parametrize("status", [200, 201])
+def test_whole_is_head_and_body(version: str, keep_alive: bool, status: int) -> None:
+    headers = (answer.JSON, ("X-Rate", "100%d%s"))  # a `%` in a value is not a placeholder
+    for body in (b"", b'{"id":1}', b"x" * 70000):
+        expected = answer.head(status, headers, version, keep_alive, len(body)) + body
+        assert answer.whole(status, headers, version, keep_alive, body) == expected
+
+
+def test_the_long_poll_answer_is_the_plain_whole_answer() -> None:
+    body = b'{"messages":[],"cursor":""}'
+    plain = answer.whole(200, (answer.NO_CACHE, answer.JSON), "1.1", True, body)
+    assert answer.json_answer(body) == plain

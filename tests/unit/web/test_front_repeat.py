@@ -1,0 +1,142 @@
+"""`Repeats`: a head seen before, but for its cursor, is recognised by its bytes."""
+
+from __future__ import annotations
+
+from pushserver.web.front.repoll import MAX_REPEAT_BYTES, MAX_REPEATS, Repeats
+from pushserver.web.http.parser import HeadParser, RequestHead
+
+MAX_LINE = 8190
+
+
+class Parsed:
+    def __init__(self, head: RequestHead) -> None:
+        self.head = head
+
+    def again(self, conn: object, value: str) -> None:
+        return None
+
+
+def head(target: str, extra: str = "") -> tuple[bytes, RequestHead]:
+    raw = f"GET {target} HTTP/1.1\r\nHost: x\r\n{extra}\r\n".encode()
+    return raw, HeadParser(MAX_LINE, 8190, 100).parse(raw)
+
+
+def found(target: str) -> object:
+    raw, parsed = head(target)
+    return Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+
+
+def test_the_same_head_with_another_cursor_gives_that_cursor():
+    raw, parsed = head("/lp/news?timeout=30&cursor=news:e1:4&limit=5")
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    assert repeat.value(raw) == "news:e1:4"
+    assert repeat.value(head("/lp/news?timeout=30&cursor=news:e1:12345&limit=5")[0]) == (
+        "news:e1:12345"
+    )
+    assert repeat.value(head("/lp/news?timeout=30&cursor=&limit=5")[0]) == ""
+
+
+def test_any_other_difference_is_not_a_repeat():
+    raw, parsed = head("/lp/news?cursor=news:e1:4")
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    for other in [
+        head("/lp/news?cursor=news:e1:5&x=1")[0],
+        head("/lp/news?cursor=news:e1:5", "Origin: o\r\n")[0],
+        head("/lp/other?cursor=news:e1:5")[0],
+        head("/lp/news?cursor=news%3Ae1%3A5")[0],  # decoded by a parser: parsed again
+        head("/lp/news?cursor=a+b")[0],
+        head("/lp/news?cursor=a&cursor=b")[0],
+        head("/lp/news?cursor=news:e1:5")[0][:-2],
+    ]:
+        assert repeat.value(other) is None
+
+
+def test_heads_whose_cursor_bytes_are_not_its_value_are_not_remembered():
+    assert found("/lp/news?timeout=5") is None  # no cursor
+    assert found("/lp/news?cursor=news%3Ae1%3A4") is None
+    assert found("/lp/news?cursor=a+b") is None
+    assert found("/lp/news?xcursor=1") is None
+    assert found("/lp/news?xcursor=1&cursor=news:e1:4") is not None
+
+
+def test_the_first_cursor_parameter_is_the_one_that_varies():
+    raw, parsed = head("/lp/news?cursor=news:e1:4&cursor=zzz")
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    assert repeat.value(head("/lp/news?cursor=news:e1:9&cursor=zzz")[0]) == "news:e1:9"
+
+
+def test_connections_sending_the_same_bytes_share_one_repeat_and_the_table_is_bounded():
+    repeats = Repeats(MAX_LINE)
+    raw, parsed = head("/lp/news?cursor=news:e1:4")
+    first = repeats.find(raw, parsed, "cursor", Parsed(parsed))
+    raw2, parsed2 = head("/lp/news?cursor=news:e1:7")
+    assert repeats.find(raw2, parsed2, "cursor", Parsed(parsed2)) is first
+    for n in range(MAX_REPEATS + 10):
+        raw, parsed = head(f"/lp/c{n}?cursor=c{n}:e:1")
+        repeats.find(raw, parsed, "cursor", Parsed(parsed))
+    assert len(repeats.table) <= MAX_REPEATS
+
+
+def test_holds_is_true_only_for_the_same_head_with_exactly_that_value():
+    raw, parsed = head("/lp/news?timeout=30&cursor=news:e1:4&limit=5")
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    at = head("/lp/news?timeout=30&cursor=news:e1:12&limit=5")[0]
+    assert repeat.holds(at, "news:e1:12")
+    assert repeat.value(at) == "news:e1:12"  # what the parse would have made of it
+    assert not repeat.holds(at, "news:e1:1")
+    assert not repeat.holds(at, "news:e1:123")
+    assert not repeat.holds(at + b"GET / HTTP/1.1\r\n\r\n", "news:e1:12")  # more after it
+    assert not repeat.holds(head("/lp/news?timeout=31&cursor=news:e1:12&limit=5")[0], "news:e1:12")
+    assert not repeat.holds(head("/lp/news?timeout=30&cursor=news:e1:12")[0], "news:e1:12")
+
+
+def test_a_cursor_inside_another_parameters_value_is_not_the_cursor():
+    # `a` is "x?cursor=C0": the query starts at the target's first `?`, as the parser has it.
+    raw, parsed = head("/lp/rq?a=x?cursor=C3&cursor=C3&timeout=0")
+    assert parsed.query["cursor"] == "C3"
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    assert repeat.value(head("/lp/rq?a=x?cursor=C0&cursor=C3&timeout=0")[0]) is None
+    assert repeat.value(head("/lp/rq?a=x?cursor=C3&cursor=C9&timeout=0")[0]) == "C9"
+    assert found("/lp/rq?a=b?cursor=1&timeout=0") is None  # no cursor parameter at all
+    assert found("/lp/rq?cursor&cursor=1") is None  # the first one has no value
+
+
+def test_a_value_past_the_line_limit_is_not_a_repeat():
+    raw, parsed = head("/lp/news?cursor=news:e1:4")
+    repeat = Repeats(len("/lp/news?cursor=") + 20).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    assert repeat.value(head("/lp/news?cursor=" + "k" * 20)[0]) == "k" * 20
+    assert repeat.value(head("/lp/news?cursor=" + "k" * 21)[0]) is None
+    assert not repeat.holds(head("/lp/news?cursor=" + "k" * 21)[0], "k" * 21)
+
+
+def test_a_long_head_is_not_remembered():
+    padding = "X-Pad: " + "p" * MAX_REPEAT_BYTES + "\r\n"
+    raw, parsed = head("/lp/news?cursor=news:e1:4", padding)
+    assert Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed)) is None
+
+
+def test_a_head_remembered_as_it_is_repeats_only_itself():
+    raw, parsed = head("/pub/news", "Content-Length: 5\r\nAuthorization: Bearer k\r\n")
+    same = Repeats(MAX_LINE).find(raw, parsed, None, Parsed(parsed))
+    assert same is not None and same.value(raw) == ""
+    other, _ = head("/pub/news", "Content-Length: 6\r\nAuthorization: Bearer k\r\n")
+    assert same.value(other) is None and same.value(raw[:-2]) is None
+
+
+def test_holds_builds_the_head_to_compare_once_per_value():
+    raw, parsed = head("/lp/news?cursor=news:e1:4")
+    repeat = Repeats(MAX_LINE).find(raw, parsed, "cursor", Parsed(parsed))
+    assert repeat is not None
+    awaited = "news:e1:5"
+    assert repeat.holds(head(f"/lp/news?cursor={awaited}")[0], awaited)
+    built = repeat.expected
+    assert repeat.holds(head(f"/lp/news?cursor={awaited}")[0], awaited)
+    assert repeat.expected is built  # the same value: compared with the bytes built before
+    assert not repeat.holds(raw, awaited)
+    assert repeat.holds(raw, "news:e1:4") and repeat.expected is not built
