@@ -65,6 +65,12 @@ class Settings:
         "redis+sentinel://host:port[,host:port...]/master[/db]; empty = memory broker",
         metavar="URL",
     )
+    redis_replicas: int = _setting(
+        -1,
+        "replicas that must hold a publish (Redis WAIT) before it is acknowledged and delivered; "
+        "a shard with fewer live replicas refuses publishes; -1 = 1 for a cluster or Sentinel, "
+        "0 for one Redis",
+    )
     history_size: int = _setting(100, "messages kept per channel for resuming clients")
     history_ttl: float = _setting(300.0, "seconds a message stays in a channel's history")
     heartbeat: float = _setting(
@@ -159,6 +165,13 @@ class Settings:
     def redis_target(self) -> RedisTarget:
         """`redis` read (checked by `validate`)."""
         return parse_redis_url(self.redis)
+
+    @property
+    def wait_replicas(self) -> int:
+        """`redis_replicas` with its default resolved for the kind of Redis named."""
+        if self.redis_replicas >= 0:
+            return self.redis_replicas
+        return 0 if not self.redis or self.redis_target.kind == "single" else 1
 
     @property
     def cors_origins(self) -> tuple[str, ...]:
@@ -256,6 +269,8 @@ def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Set
     for name in POSITIVE:
         if getattr(settings, name) <= 0:
             raise bad(name, "positive")
+    if settings.redis_replicas < -1:
+        raise bad("redis_replicas", "-1 (the default for the kind of Redis) or 0 or more")
     if not 0 <= settings.max_flush_delay <= 0.1:
         raise bad("max_flush_delay", "0..0.1 seconds")
     if not 0 <= settings.default_timeout <= settings.max_timeout:
