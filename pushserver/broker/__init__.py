@@ -10,6 +10,10 @@ def create_broker(settings: Settings) -> Broker:
     """The engine the settings ask for (Redis is imported only when used)."""
     if settings.redis:
         kind = settings.redis_target.kind
+        if kind == "cluster":
+            from .redis.cluster import ClusterBroker
+
+            return ClusterBroker(settings)
         if kind != "single":
             raise ConfigError(f"--redis: a Redis {kind} is not served by this build")
         from .redis import RedisBroker

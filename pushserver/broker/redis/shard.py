@@ -44,10 +44,8 @@ POOL_OPTIONS: dict[str, Any] = {
 caller's keyed retry is safe), bounded waits."""
 
 
-def read_pool(url: str, **options: Any) -> BlockingConnectionPool:
-    return BlockingConnectionPool.from_url(
-        url, max_connections=POOL_SIZE, **POOL_OPTIONS, **options
-    )
+def read_pool(url: str, size: int = POOL_SIZE, **options: Any) -> BlockingConnectionPool:
+    return BlockingConnectionPool.from_url(url, max_connections=size, **POOL_OPTIONS, **options)
 
 
 async def closed(client: Redis) -> None:
