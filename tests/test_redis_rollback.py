@@ -15,7 +15,7 @@ import aiohttp
 
 from pushserver.launcher import ServerProcess
 
-from .redis_fixture import RedisServer, running
+from .redis_fixture import running
 from .test_redis_broker import ids, node_args, wait_until
 from .wire import Subscriber, publish, take, wait_for_subscribers
 

@@ -160,27 +160,10 @@ class ClusterBroker(Engine):
         for name, shard in self.by_node.items():
             with contextlib.suppress(RedisError, OSError):
                 self.lineages[name] = await shard.lineage()
-        for rec in list(self.records.values()):
-            owner = self.shard_of(rec.name)
-            if owner is not rec.shard:
-                old, rec.shard = rec.shard, owner
-                log.debug("channel %s moved to %s", rec.name, owner and owner.name)
-                if old is not None:
-                    old.link.send("UNSUBSCRIBE", rec.topic)
-                if owner is not None:
-                    rec.confirmed = owner.subscribe(rec.topic)
-                    if rec.order.loaded:
-                        self.spawn(self._caught_up(rec.name))
+        self.rehome()
         for name in [n for n in self.by_node if n not in primaries]:
             self.lineages.pop(name, None)
             self.spawn(self.by_node.pop(name).close(closed))
-
-    async def _caught_up(self, name: str) -> None:
-        """Read a moved channel on its new primary once subscribed there."""
-        rec = self.records.get(name)
-        if rec is not None:
-            await self._confirmed([rec])
-            await self._refresh([rec])
 
     def _open(self, host: str, port: int, name: str) -> Shard:
         url = node_url(self.target, host, port)
