@@ -45,7 +45,7 @@ async def keyed(session: aiohttp.ClientSession, node: ServerProcess, ch: str, n:
             body: dict[str, Any] = await r.json()
             if r.status == 201:
                 return int(body["id"])
-            assert r.status in (503, 504), body
+            assert r.status in (503, 504), (body, node.log[-3000:])
         assert loop.time() < deadline, f"publish {n} never acknowledged"
         await asyncio.sleep(0.2)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..config import ConfigError, Settings
+from ..config import Settings
 from ..core.broker import Broker
 
 
@@ -14,8 +14,10 @@ def create_broker(settings: Settings) -> Broker:
             from .redis.cluster import ClusterBroker
 
             return ClusterBroker(settings)
-        if kind != "single":
-            raise ConfigError(f"--redis: a Redis {kind} is not served by this build")
+        if kind == "sentinel":
+            from .redis.sentinel import SentinelBroker
+
+            return SentinelBroker(settings)
         from .redis import RedisBroker
 
         return RedisBroker(settings)

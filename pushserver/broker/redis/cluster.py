@@ -21,7 +21,6 @@ import logging
 import secrets
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisError
 
@@ -29,7 +28,7 @@ from ...config import Settings
 from ...redis_urls import RedisTarget
 from .engine import Engine
 from .scripts import GENERATION_KEY, TaggedKeys, slot_tags
-from .shard import POOL_OPTIONS, OneConnection, Shard, closed, read_pool
+from .shard import POOL_OPTIONS, Shard, closed
 
 log = logging.getLogger("pushserver.redis")
 
@@ -155,7 +154,8 @@ class ClusterBroker(Engine):
         primaries = {node.name: node for node in self.cluster.get_primaries()}
         for name, node in primaries.items():
             if name not in self.by_node:
-                self.by_node[name] = self._open(node.host, int(node.port), name)
+                url = node_url(self.target, node.host, int(node.port))
+                self.by_node[name] = self.open_node(url, name, **self.credentials)
                 await self.by_node[name].link.start()
         for name, shard in self.by_node.items():
             with contextlib.suppress(RedisError, OSError):
@@ -164,9 +164,3 @@ class ClusterBroker(Engine):
         for name in [n for n in self.by_node if n not in primaries]:
             self.lineages.pop(name, None)
             self.spawn(self.by_node.pop(name).close(closed))
-
-    def _open(self, host: str, port: int, name: str) -> Shard:
-        url = node_url(self.target, host, port)
-        client = Redis(connection_pool=read_pool(url, **self.credentials))
-        writer = OneConnection(read_pool(url, size=1, **self.credentials))
-        return self.make_shard(name, client, writer, url)

@@ -2,8 +2,8 @@
 
 `Engine` publishes through the shard holding each channel (`shard.Shard`: one per Redis primary)
 and follows channels through `following.Following`; the engines differ only in where a channel's
-shard is: one Redis (`single.RedisBroker`) or the primary holding the channel's slot
-(`cluster.ClusterBroker`).
+shard is: one Redis (`single.RedisBroker`), the master the sentinels name
+(`sentinel.SentinelBroker`), or the primary holding the channel's slot (`cluster.ClusterBroker`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .following import Following, Listen, behind
 from .link import DOWN_ERRORS, Link
 from .pipe import Script
 from .scripts import Keys, publish_lua, stream_messages, sync_lua
-from .shard import NotDurable, Plan, Shard, Writer, closed
+from .shard import NotDurable, OneConnection, Plan, Shard, Writer, closed, read_pool
 
 log = logging.getLogger("pushserver.redis")
 
@@ -98,6 +98,13 @@ class Engine(Following):
         )
         holder.append(Shard(name, self.plan, client, writer, link))
         return holder[0]
+
+    def open_node(self, url: str, name: str, **credentials: Any) -> Shard:
+        """A shard on one node, all through redis-py: a read pool and one publishing
+        connection (cluster and Sentinel; one Redis keeps its pipe, `single`)."""
+        client = Redis(connection_pool=read_pool(url, **credentials))
+        writer = OneConnection(read_pool(url, size=1, **credentials))
+        return self.make_shard(name, client, writer, url)
 
     async def stop(self) -> None:
         for task in list(self._background):

@@ -68,7 +68,7 @@ class Writer(Protocol):
 
     async def call(self, *command: Arg) -> Any: ...
 
-    def close(self) -> None: ...
+    async def aclose(self) -> None: ...
 
 
 class OneConnection:
@@ -86,8 +86,9 @@ class OneConnection:
     async def call(self, *command: Arg) -> Any:
         return await self.client.execute_command(*command)
 
-    def close(self) -> None:
-        self.client.connection_pool.reset()
+    async def aclose(self) -> None:
+        """A call under way fails (its outcome unknown), as the pipe's does."""
+        await closed(self.client)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -193,7 +194,7 @@ class Shard:
 
     async def close(self, closing: Callable[[Redis], Awaitable[None]]) -> None:
         await self.link.close()
-        self.writer.close()
+        await self.writer.aclose()
         await closing(self.client)
 
 
