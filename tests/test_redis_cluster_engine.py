@@ -50,6 +50,39 @@ async def keyed(session: aiohttp.ClientSession, node: ServerProcess, ch: str, n:
         await asyncio.sleep(0.2)
 
 
+async def run_through(
+    url: str, factory: Callable[..., ServerProcess], channel: str, change: Callable[[], object]
+) -> None:
+    """Keyed publishes to `channel` through node a, before, while and after `change` runs (in a
+    thread), to subscribers on node b on every streaming transport: each gets every acknowledged
+    message once and in order, no id is handed out twice, and both nodes end healthy."""
+    a = factory("--redis", url, "--heartbeat", "0.5")
+    b = factory("--redis", url, "--heartbeat", "0.5")
+    counter = itertools.count()
+    async with aiohttp.ClientSession() as s:
+        for node in (a, b):
+            await wait_until(lambda node=node: healthy(s, node), "node on Redis")
+        subs = [Subscriber(s, b.url, t, channel) for t in ("stream", "sse", "ws")]
+        for sub in subs:
+            await sub.connect()
+        await wait_for_subscribers(s, b.url, channel, len(subs))
+        acked = {n: await keyed(s, a, channel, n) for n in itertools.islice(counter, 5)}
+        changing = asyncio.create_task(asyncio.to_thread(change))
+        while not changing.done():
+            n = next(counter)
+            acked[n] = await keyed(s, a, channel, n)
+        await changing
+        acked |= {n: await keyed(s, a, channel, n) for n in itertools.islice(counter, 5)}
+
+        ordered = sorted(acked, key=acked.__getitem__)
+        assert [acked[n] for n in ordered] == list(range(1, len(acked) + 1))
+        for sub in subs:
+            got = await take(sub, len(acked), timeout=60)
+            assert [e["data"] for e in got] == ordered, sub.transport
+        for node in (a, b):
+            await wait_until(lambda node=node: healthy(s, node), "node healthy again")
+
+
 async def test_channels_live_in_their_slot_and_travel_by_sharded_pubsub(
     redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
 ) -> None:
@@ -103,3 +136,27 @@ async def test_a_killed_primary_stops_only_its_channels_and_loses_nothing_acknow
         for sub in subs:
             got = await take(sub, 20, timeout=60)
             assert [e["data"] for e in got] == ordered, sub.transport
+
+
+async def test_a_manual_failover_is_followed(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """The old primary pushes `sunsubscribe` and then takes SPUBLISH as a replica, to nobody."""
+    channel = channel_in_slot(SLOTS[1])
+    await run_through(
+        redis_cluster.url, server_factory, channel, lambda: redis_cluster.failover(SLOTS[1])
+    )
+
+
+async def test_a_busy_channels_slot_migrated_under_load(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """Publishes meet ASK/TRYAGAIN while the keys move (refused, retried with their key); the
+    source pushes `sunsubscribe` at the hand-over and the channel is followed on the target."""
+    channel = channel_in_slot(SLOTS[2])
+
+    def migrate() -> None:
+        target = redis_cluster.owner(SLOTS[0])
+        redis_cluster.migrate(SLOTS[2], target).finish()
+
+    await run_through(redis_cluster.url, server_factory, channel, migrate)
