@@ -17,7 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from pushclient import PushClient
+from pushclient import Message, PushClient
 
 from pushserver.launcher import ServerProcess
 from pushserver_measure.ports import free_port
@@ -107,6 +107,7 @@ async def test_a_stream_resumes_on_another_node_after_its_node_is_killed(
         async def read(n: int) -> None:
             while len(received) < n:
                 message = await asyncio.wait_for(anext(subscription), WAIT)
+                assert isinstance(message, Message), message  # a gap would be a loss
                 received.append(message.data)
 
         async def holders() -> list[ServerProcess]:
