@@ -20,7 +20,7 @@ from pushserver.launcher import ServerProcess
 
 from .redis_cluster import RedisClusterSet, channel_in_slot, redis_cluster_fixture  # noqa: F401
 from .test_redis_broker import wait_until
-from .wire import Subscriber, publish, take, wait_for_subscribers
+from .wire import Subscriber, publish, publish_batch, take, wait_for_subscribers
 
 SLOTS = (100, 6000, 12000)
 """One slot on each primary of a fresh cluster (redis-cli gives each a third of 16,384)."""
@@ -160,3 +160,20 @@ async def test_a_busy_channels_slot_migrated_under_load(
         redis_cluster.migrate(SLOTS[2], target).finish()
 
     await run_through(redis_cluster.url, server_factory, channel, migrate)
+
+
+async def test_publishes_to_many_slots_of_one_primary_go_one_script_call_per_slot(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """A script may reach one slot only (CROSSSLOT): a batch over several slots of one primary,
+    and concurrent publishes to them, are split by slot, not just by primary."""
+    node = cluster_node(server_factory, redis_cluster)
+    names = [channel_in_slot(slot) for slot in (100, 101, 102, 6000)]
+    assert redis_cluster.owner(100) is redis_cluster.owner(102)
+    async with aiohttp.ClientSession() as s:
+        await wait_until(lambda: healthy(s, node), "the node on the cluster")
+        batch = [{"channel": name, "data": n} for n in range(3) for name in names]
+        answers = await publish_batch(s, node.url, batch)
+        assert [m["id"] for m in answers] == [1] * 4 + [2] * 4 + [3] * 4
+        answers = await asyncio.gather(*(publish(s, node.url, n, "x") for n in names * 5))
+        assert sorted(a["id"] for a in answers) == sorted(list(range(4, 9)) * 4)

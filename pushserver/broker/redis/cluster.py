@@ -22,6 +22,7 @@ import secrets
 from typing import Any
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
 from redis.exceptions import RedisError
 
 from ...config import Settings
@@ -90,6 +91,9 @@ class ClusterBroker(Engine):
         requests 503, and taking the node out of a load balancer would not help them (every
         node is cut off from that shard alike)."""
         return any(shard.link.up for shard in self.shards)
+
+    def slot_of(self, name: str) -> int:
+        return key_slot(name.encode())
 
     def trusted(self) -> str:
         lineages = " ".join(self.lineages.values())

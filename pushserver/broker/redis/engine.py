@@ -117,20 +117,24 @@ class Engine(Following):
 
     # -- publishing ---------------------------------------------------------------------------
 
+    def slot_of(self, name: str) -> int:
+        """One script call reaches the keys of one slot only (a cluster's; one Redis has one)."""
+        return 0
+
     def publish(self, items: Sequence[Item]) -> Coroutine[Any, Any, list[Message]]:
         return self._published(items)  # ids come from Redis: always a wait
 
     async def _published(self, items: Sequence[Item]) -> list[Message]:
-        groups: dict[Shard, list[int]] = {}
+        groups: dict[tuple[Shard, int], list[int]] = {}
         for n, item in enumerate(items):
             shard = self.shard_of(item[0])
             if shard is None or not shard.link.up:
                 raise _down()
-            groups.setdefault(shard, []).append(n)
-        if len(groups) == 1:  # one Redis, or one shard: no task per publish
-            [shard] = groups
+            groups.setdefault((shard, self.slot_of(item[0])), []).append(n)
+        if len(groups) == 1:  # one Redis, or one slot: no task per publish
+            [(shard, slot)] = groups
             try:
-                assigned = await shard.publishing.submit(items)
+                assigned = await shard.publishing(slot).submit(items)
             except Exception as exc:
                 raise self._unpublished([(shard, exc)]) from None
         else:
@@ -144,13 +148,18 @@ class Engine(Following):
             out.append(message)
         return out
 
-    async def _spread(self, items: Sequence[Item], groups: dict[Shard, list[int]]) -> list[Any]:
-        """A publish whose channels live on several shards: a script call on each."""
-        calls = [shard.publishing.submit([items[n] for n in at]) for shard, at in groups.items()]
+    async def _spread(
+        self, items: Sequence[Item], groups: dict[tuple[Shard, int], list[int]]
+    ) -> list[Any]:
+        """A publish whose channels live in several slots: a script call for each."""
+        calls = [
+            shard.publishing(slot).submit([items[n] for n in at])
+            for (shard, slot), at in groups.items()
+        ]
         results = await asyncio.gather(*calls, return_exceptions=True)
         assigned: list[Any] = [None] * len(items)
         failed = []
-        for (shard, at), result in zip(groups.items(), results, strict=True):
+        for ((shard, _), at), result in zip(groups.items(), results, strict=True):
             if isinstance(result, BaseException):
                 failed.append((shard, result))
                 continue

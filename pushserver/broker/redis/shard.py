@@ -118,7 +118,16 @@ class Shard:
         self.client = client
         self.writer = writer
         self.link = link
-        self.publishing: Coalescer[Item, Any] = Coalescer(self._run_publish)
+        self._publishing: dict[int, Coalescer[Item, Any]] = {}
+
+    def publishing(self, slot: int) -> Coalescer[Item, Any]:
+        """The publishes waiting for a script call to `slot`'s channels (see `coalesce`). The
+        calls of every slot share the one connection, so `WAIT` after one covers it whatever
+        other slot's call went between."""
+        coalescer = self._publishing.get(slot)
+        if coalescer is None:
+            coalescer = self._publishing[slot] = Coalescer(self._run_publish)
+        return coalescer
 
     async def _run_publish(self, items: list[Item]) -> list[Any]:
         """One script call for the items of every publish waiting (see `coalesce`); once
