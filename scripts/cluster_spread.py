@@ -33,9 +33,8 @@ CONNECTIONS = 8
 
 
 def cpu(node: Any) -> float:
-    info = node.call("INFO", "cpu").decode()
-    fields = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
-    return float(fields["used_cpu_sys"]) + float(fields["used_cpu_user"])
+    info = node.client().info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 async def count(http: aiohttp.ClientSession, url: str, channel: str, got: list[int]) -> None:
