@@ -52,6 +52,7 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> N
         (["--loop", "fast"], {}, ["--loop", "uvloop"]),
         (["--no-such-flag"], {}, ["--no-such-flag"]),
         (["--redis", "localhost:6379"], {}, ["--redis must be a redis://"]),
+        (["--redis-replicas", "-2"], {}, ["--redis-replicas must be -1", "or 0 or more"]),
         (["--redis", "redis://h:99999/0"], {}, ["--redis must be"]),
         (["--redis", "redis+cluster://a:1;b:2"], {}, ["--redis must be redis+cluster://HOST:PORT"]),
         (
