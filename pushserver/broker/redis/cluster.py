@@ -104,7 +104,8 @@ class ClusterBroker(Engine):
         self._changed.set()
 
     def _moved(self, topic: bytes) -> None:
-        self._changed.set()
+        if topic in self.by_topic:  # not the answer to our own UNSUBSCRIBE of a dropped channel
+            self._changed.set()
 
     async def generation(self, shard: Shard) -> str:
         """One key for the cluster, on whichever primary holds its slot."""
