@@ -49,19 +49,21 @@ def several_nodes_site(ports: list[int], listen: str, log: Path) -> str:
 
 @pytest.fixture
 def nodes_behind_nginx(redis_server: RedisServer, tmp_path: Path) -> Iterator[Behind]:
-    nodes = [
-        ServerProcess(["--redis", redis_server.url, "--trusted-proxies", "127.0.0.1"]).start(0)
-        for _ in range(NODES)
-    ]
-    port = free_port()
-    root = tmp_path / "nginx"
-    log = tmp_path / "nodes.log"
-    site = several_nodes_site([node.port for node in nodes], f"127.0.0.1:{port}", log)
-    nginx = Nginx(root, proxy_conf(root, site), port)
+    nodes: list[ServerProcess] = []
+    nginx: Nginx | None = None
     try:
+        for _ in range(NODES):
+            args = ["--redis", redis_server.url, "--trusted-proxies", "127.0.0.1"]
+            nodes.append(ServerProcess(args).start(0))
+        port = free_port()
+        root = tmp_path / "nginx"
+        log = tmp_path / "nodes.log"
+        site = several_nodes_site([node.port for node in nodes], f"127.0.0.1:{port}", log)
+        nginx = Nginx(root, proxy_conf(root, site), port)
         yield nodes, f"http://127.0.0.1:{port}", log
-    finally:
-        nginx.stop()
+    finally:  # nodes too when nginx never started
+        if nginx is not None:
+            nginx.stop()
         for node in nodes:
             node.stop()
 
