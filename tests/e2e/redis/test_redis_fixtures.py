@@ -4,8 +4,8 @@ the layout they start with, and a killed primary or master back as a replica of 
 
 from __future__ import annotations
 
-from .redis_cluster import RedisClusterSet, redis_cluster_fixture  # noqa: F401
-from .redis_sentinel import SentinelSet, redis_sentinels_fixture, role  # noqa: F401
+from ...redis_cluster import RedisClusterSet, redis_cluster_fixture  # noqa: F401
+from ...redis_sentinel import SentinelSet, redis_sentinels_fixture, role  # noqa: F401
 
 
 def test_a_cluster_of_three_primaries_each_with_a_replica_takes_back_a_killed_one(

@@ -26,8 +26,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ReadOnlyError
 
-from .redis_fixture import RedisServer
-from .redis_sentinel import MASTER_NAME, SentinelSet, redis_sentinels_fixture, role  # noqa: F401
+from ...redis_fixture import RedisServer
+from ...redis_sentinel import MASTER_NAME, SentinelSet, redis_sentinels_fixture, role  # noqa: F401
 
 DEADLINE = 30.0
 INCREMENT = "return redis.call('INCR', KEYS[1])"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from pushserver.launcher import ServerProcess
 
-from .redis_sentinel import SentinelSet, redis_sentinels_fixture  # noqa: F401
+from ...redis_sentinel import SentinelSet, redis_sentinels_fixture  # noqa: F401
 from .test_redis_cluster_engine import run_through
 
 

@@ -22,10 +22,10 @@ from pushclient import Message, PushClient
 from pushserver.launcher import ServerProcess
 from pushserver_measure.ports import free_port
 
-from .nginx import Nginx
-from .redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
+from ...nginx import Nginx
+from ...redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
+from ..redis.test_redis_broker import wait_until
 from .test_nginx import DOC, documented_site, proxy_conf
-from .test_redis_broker import wait_until
 
 NODES = 3
 WAIT = 30.0

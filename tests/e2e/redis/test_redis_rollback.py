@@ -15,9 +15,9 @@ import aiohttp
 
 from pushserver.launcher import ServerProcess
 
-from .redis_fixture import running
+from ...redis_fixture import running
+from ...wire import Subscriber, publish, take, wait_for_subscribers
 from .test_redis_broker import ids, node_args, wait_until
-from .wire import Subscriber, publish, take, wait_for_subscribers
 
 
 async def test_redis_back_from_an_older_snapshot_ends_the_epoch_instead_of_reusing_ids(

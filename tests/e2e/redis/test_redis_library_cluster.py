@@ -26,9 +26,9 @@ from redis.exceptions import ClusterError, MovedError, NoScriptError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from .inprocess import DEADLINE, until
-from .redis_cluster import ClusterNode as Node
-from .redis_cluster import RedisClusterSet, redis_cluster_fixture  # noqa: F401
+from ...inprocess import DEADLINE, until
+from ...redis_cluster import ClusterNode as Node
+from ...redis_cluster import RedisClusterSet, redis_cluster_fixture  # noqa: F401
 
 CHANNEL = "{news}"
 SLOT = key_slot(b"news")

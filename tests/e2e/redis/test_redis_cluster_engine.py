@@ -18,9 +18,9 @@ import aiohttp
 
 from pushserver.launcher import ServerProcess
 
-from .redis_cluster import RedisClusterSet, channel_in_slot, redis_cluster_fixture  # noqa: F401
+from ...redis_cluster import RedisClusterSet, channel_in_slot, redis_cluster_fixture  # noqa: F401
+from ...wire import Subscriber, publish, publish_batch, take, wait_for_subscribers
 from .test_redis_broker import wait_until
-from .wire import Subscriber, publish, publish_batch, take, wait_for_subscribers
 
 SLOTS = (100, 6000, 12000)
 """One slot on each primary of a fresh cluster (redis-cli gives each a third of 16,384)."""
