@@ -12,6 +12,11 @@ costly the next waits a little (30 % of that cost in whole milliseconds, at most
 request then gets several into each flush instead of one. After a flush under 3.3 ms (a few
 hundred subscribers) the next one does not wait, and the wait counts from the end of the last
 flush: a message that arrives after the channel was quiet that long is written at once.
+
+What must follow a flush's writes (a publisher's 201, the long-polls it answered being done with)
+runs at its end, in its own loop callback (`after_flush`): no handle and no loop turn of its own.
+A loop callback scheduled from inside the flush would run one turn later, after an `epoll_wait`
+of its own (docs/performance.md, "The publish path in system calls").
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +39,7 @@ from .subscription import Bound, LocalChannel, StreamSubscriber, Waiter, bounded
 if TYPE_CHECKING:
     from .hub import Hub
 
+log = logging.getLogger("pushserver.hub")
 FLUSH_DELAY_SHARE = 0.3
 """The next flush waits at most this share of the last flush's duration."""
 HEARTBEAT_SLICE = 500
@@ -79,6 +86,20 @@ class Fanout:
         self.dirty: list[LocalChannel] = []
         self._batch: list[Message] = []
         self._loop = asyncio.get_running_loop()
+        self._running = False
+        self._delayed = False
+        """The flush due was put off for company (`flush_delay`): nothing waits for it."""
+        self._then: list[tuple[Callable[..., object], tuple[object, ...]]] = []
+        """What waits for the flush due or running to end (`after_flush`)."""
+
+    def after_flush(self, callback: Callable[..., object], *args: object) -> bool:
+        """`callback(*args)` once the flush running, or due this loop turn, has written
+        everything; False, keeping nothing, when none is. A flush put off for company is not
+        waited for: a publisher's 201 held until it ran would let one message into each flush."""
+        if not (self._running or (self.dirty and not self._delayed)):
+            return False
+        self._then.append((callback, args))
+        return True
 
     def queue(self, ch: LocalChannel, m: Message) -> None:
         """Queue a message (in id order per channel) for the next flush: at the end of this
@@ -90,7 +111,8 @@ class Fanout:
                 return
             if not self.dirty:
                 wait = self.last_flush_end + self.flush_delay - self._loop.time()
-                if wait > 0:
+                self._delayed = wait > 0
+                if self._delayed:
                     self._loop.call_later(wait, self.flush)
                 else:
                     self._loop.call_soon(self.flush)
@@ -105,17 +127,27 @@ class Fanout:
         batch, self._batch = self._batch, []
         cut: list[StreamSubscriber] = []
         multi = False
-        for ch in dirty:
-            messages, ch.pending = ch.pending, []
-            self.fan_out(ch, messages, cut)
-            multi = multi or bool(ch.multi)
-        if multi:
-            self._fan_out_multi(batch, cut)
-        self.cut_off(cut)
+        self._running = True
+        try:
+            for ch in dirty:
+                messages, ch.pending = ch.pending, []
+                self.fan_out(ch, messages, cut)
+                multi = multi or bool(ch.multi)
+            if multi:
+                self._fan_out_multi(batch, cut)
+            self.cut_off(cut)
+        finally:
+            self._running = False
         delay = min(self.max_flush_delay, (time.perf_counter() - started) * FLUSH_DELAY_SHARE)
         # Loop timers count whole milliseconds; rounding down keeps the wait within its share.
         self.flush_delay = math.floor(delay * 1000) / 1000
         self.last_flush_end = self._loop.time()
+        then, self._then = self._then, []
+        for callback, args in then:
+            try:
+                callback(*args)
+            except Exception:  # one's failure is not the others'
+                log.exception("after a flush")
 
     def fan_out(
         self, ch: LocalChannel, messages: list[Message], cut: list[StreamSubscriber]

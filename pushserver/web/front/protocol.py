@@ -72,8 +72,9 @@ class Front:
 
     def after(self, settling: Settling) -> None:
         """`settling.done()` once the current callback (a fan-out loop) has returned: every
-        poll answered in one loop turn is done with in one loop callback, not one each."""
-        if not self.settling:
+        poll answered in one loop turn is done with in one pass, at the end of the flush that
+        answered them when one is running (no loop turn of its own), else in a loop callback."""
+        if not self.settling and not self.state.hub.after_flush(self._settle):
             self.loop.call_soon(self._settle)
         self.settling.append(settling)
 

@@ -16,7 +16,6 @@ once and the connection serves the repeats from it (`Exchange.remember`).
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
@@ -121,9 +120,8 @@ def serve(conn: Exchange, plan: Plan) -> Awaitable[None] | None:
         return None
     if published is None:
         return _publish_later(conn, plan, items)
-    if state.hub.flushing:  # the deliveries go out first, as after `Hub.publish`
-        asyncio.get_running_loop().call_soon(_created, conn, plan, published)
-    else:
+    # The deliveries go out first, as after `Hub.publish`, and the 201 in the flush's callback.
+    if not state.hub.after_flush(_created, conn, plan, published):
         _created(conn, plan, published)
     return None
 

@@ -117,8 +117,9 @@ async def test_a_repoll_at_the_head_is_held_by_the_kept_poll_however_it_is_read(
         else:
             conn.data_received(repoll + get("/lp/rk?timeout=0"))
         assert state.hub.channels["rk"].waiters == {poll} and conn.conn.kept is None
+        before = len(transport.out)
         await state.hub.publish([("rk", b'"two"')])
-        answer = transport.out[-1]
+        answer = transport.out[before]  # a request after it may be answered in the same turn
         assert b'"two"' in answer and b'"one"' not in answer
         if read == "with the next request after it":
             await until(lambda: len(transport.out) == 4, "the request after it answered")

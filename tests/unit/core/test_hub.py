@@ -353,6 +353,45 @@ async def test_publish_now_leaves_the_deliveries_to_the_flush_it_makes_due(hub):
     assert again.id == 1 and not hub.flushing
 
 
+async def test_what_follows_a_flush_runs_at_its_end_in_its_own_callback(hub, caplog):
+    """A publisher's 201 and the settling of the polls a flush answered run after every write
+    of the flush, in the same loop callback: one loop turn, not one each."""
+    sub = await stream(hub, ["a"])
+    held = await waiter(hub, ["a"])
+    assert not hub.after_flush(pytest.fail)  # nothing due: the caller goes on at once
+    ran: list[tuple[str, int, int]] = []
+
+    def seen(what: str) -> None:
+        ran.append((what, len(sub.transport.writes), len(held.answers)))
+
+    def during() -> None:  # registered while the flush runs, as a long-poll's settling is
+        assert hub.after_flush(seen, "during")
+
+    held.resolve = lambda body: (held.answers.append(body), during())  # type: ignore[method-assign]
+    hub.publish_now([Item("a", b'"one"')])
+    assert hub.after_flush(seen, "due") and hub.after_flush(lambda: 1 / 0)
+    assert hub.after_flush(seen, "last") and ran == []
+    loop = asyncio.get_running_loop()
+    turn = loop.create_future()
+    loop.call_soon(turn.set_result, None)  # queued after the flush's callback
+    await turn
+    assert ran == [("due", 1, 1), ("last", 1, 1), ("during", 1, 1)]
+    assert "after a flush" in caplog.text  # the one that failed, logged; the rest ran
+    assert not hub.after_flush(pytest.fail)
+
+
+async def test_a_flush_put_off_for_company_is_not_waited_for(hub):
+    """After a costly flush the next waits a little for more messages: nothing waits for it,
+    or a publisher answered after it could put only one message in each."""
+    await stream(hub, ["a"])
+    hub.fanout.flush_delay = 0.05
+    hub.fanout.last_flush_end = asyncio.get_running_loop().time()
+    hub.publish_now([Item("a", b'"one"')])
+    assert hub.flushing and not hub.after_flush(pytest.fail)
+    hub.fanout.flush()
+    assert not hub.flushing
+
+
 async def test_a_heartbeat_writes_a_slice_per_loop_turn_once_to_every_stream_still_held(hub):
     subs = [
         await stream(hub, ["a"], SSE if i % 2 else NDJSON) for i in range(HEARTBEAT_SLICE * 2 + 7)
