@@ -39,6 +39,13 @@ SLOW = {
     "e2e/transports/test_compression_decoders.py",
     "e2e/transports/test_compression_server.py",
     "e2e/deploy/test_nginx.py",
+    "e2e/deploy/test_nginx_nodes.py",
+    # real Redis Clusters and Sentinel sets, started and failed over
+    "e2e/redis/test_redis_cluster_engine.py",
+    "e2e/redis/test_redis_sentinel_engine.py",
+    "e2e/redis/test_redis_fixtures.py",
+    "e2e/redis/test_redis_library_cluster.py",
+    "e2e/redis/test_redis_library_sentinel.py",
 }
 """Test files marked `slow`: `-m "not slow"` leaves them out (README, "Tests")."""
 
