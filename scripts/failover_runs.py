@@ -7,7 +7,8 @@ real Redis Cluster or Sentinel set while its topology changes, then account for 
     .venv/bin/python scripts/failover_runs.py sentinel --replicas 1 --only kill
 
 `--replicas` is the Sentinel set's replicas per master (2 unless told), `--only` runs one of
-the two Sentinel changes.
+the two Sentinel changes, `--sentinel-debug INFO-PERIOD=1000,PUBLISH-PERIOD=250` sets the
+sentinels' `SENTINEL DEBUG` settings (see `tests/redis_sentinel.py`).
 
 Publishers send keyed messages through both nodes and retry each (same key) until it is
 acknowledged; NDJSON subscribers on both nodes follow every channel. At the end it prints, per
@@ -247,13 +248,16 @@ async def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--redis-replicas", default="-1")
     parser.add_argument("--replicas", type=int, default=2, help="Sentinel set: replicas")
+    parser.add_argument("--sentinel-debug", default="", help="SETTING=VALUE[,...]")
     parser.add_argument("--only", choices=("both", "failover", "kill"), default="both")
     args = parser.parse_args()
     channels = [f"busy{n}" for n in range(CHANNELS)]
     bad = False
     for run in range(args.runs):
+        debug = dict(kv.split("=") for kv in args.sentinel_debug.split(",") if kv)
+        sentinel_set = (args.replicas, {k: int(v) for k, v in debug.items()})
         opener = running_cluster if args.kind == "cluster" else running_sentinels
-        with opener(*(() if args.kind == "cluster" else (args.replicas,))) as redis:
+        with opener(*(() if args.kind == "cluster" else sentinel_set)) as redis:
             nodes = [
                 ServerProcess(
                     [
@@ -276,7 +280,8 @@ async def main() -> int:
             finally:
                 for node in nodes:
                     node.stop()
-        setting = {"replicas": args.replicas, "redis_replicas": args.redis_replicas}
+        setting: dict[str, Any] = {"replicas": args.replicas, "debug": args.sentinel_debug}
+        setting["redis_replicas"] = args.redis_replicas
         print(json.dumps({"run": run + 1, "kind": args.kind, **setting, **result}), flush=True)
         resumed = [s for c in result["changes"] for s in c["longest_pause_s_per_node"]]
         bad = bad or (result["missing"] and not result["gaps"]) or bool(result["duplicates"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -71,7 +71,12 @@ class SentinelSet:
     points the other at it, so a `WAIT 1` publish goes through within the failover; with one it
     waits until the old master is demoted or revived."""
 
-    def __init__(self, replicas: int = 2) -> None:
+    def __init__(self, replicas: int = 2, debug: Mapping[str, int] | None = None) -> None:
+        self.debug = dict(debug or {})
+        """`SENTINEL DEBUG` settings for every sentinel. A sentinel tells a master it no longer
+        names to replicate the new one only once it has seen it claim the role for 4 times its
+        `PUBLISH-PERIOD` (2 s by default), seen by `INFO` every `INFO-PERIOD` (10 s): what a
+        requested failover's old master stays master for (about 10 s; 2 s with 250 and 1000)."""
         self.master = RedisServer(REPLICATION)
         self.replicas = [RedisServer(REPLICATION) for _ in range(replicas)]
         self.sentinels: list[SentinelServer] = []
@@ -93,6 +98,9 @@ class SentinelSet:
                 client.replicaof("127.0.0.1", self.master.port)
         self.wait(self._replicating, "the replicas synced")
         self.sentinels = [SentinelServer(self.master.port).start() for _ in range(3)]
+        for sentinel in self.sentinels:
+            for setting, value in self.debug.items():
+                sentinel.call("SENTINEL", "DEBUG", setting, value)
         self.wait(self._watching, "the sentinels know the replicas and each other")
         return self
 
@@ -186,10 +194,12 @@ class SentinelSet:
 
 
 @contextlib.contextmanager
-def running_sentinels(replicas: int = 2) -> Iterator[SentinelSet]:
+def running_sentinels(
+    replicas: int = 2, debug: Mapping[str, int] | None = None
+) -> Iterator[SentinelSet]:
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    sentinels = SentinelSet(replicas)
+    sentinels = SentinelSet(replicas, debug)
     try:
         yield sentinels.start()
     finally:
