@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Single Redis, before against after, interleaved: experiment 8 and experiment 9's two-worker
-# long-poll rows, ROUNDS rounds (the order swapped every other round), each server run on a
-# flushed Redis of its own. Run it inside a quiet window; it prints `uptime` before every run.
+# long-poll rows (the bench's tuned client), ROUNDS rounds (the order swapped every other round),
+# each server run on a flushed Redis. Run it inside a quiet window; it prints `uptime` before each run.
 #
 #   git worktree add --detach ../before 347af53
 #   scripts/redis_rounds.sh ../before 3 > rounds.log
@@ -34,7 +34,8 @@ stamp() { echo "== $1, $(date -u +%T), $(uptime)"; redis-cli -p "$redis_port" fl
 
 exp8() {  # TREE-NAME TREE
     stamp "experiment 8, $1"
-    (cd "$2" && PYTHONPATH=$2 "$py" -m pushserver_bench --only 8 --redis "$redis_url")
+    (cd "$2" && PYTHONPATH=$2 "$py" -m pushserver_bench --only 8 --redis "$redis_url") ||
+        echo "== experiment 8 exited $? (its table says why)"
 }
 
 exp9() {  # TREE-NAME TREE: a --workers 2 server of that tree, this checkout's bench
@@ -49,7 +50,8 @@ exp9() {  # TREE-NAME TREE: a --workers 2 server of that tree, this checkout's b
         sleep 0.1
     done
     "$here/.venv/bin/pushserver-bench" --only 9 --url "http://127.0.0.1:$port" \
-        --transports longpoll --subscribers 20000
+        --transports longpoll --subscribers 20000 --client tuned ||
+        echo "== experiment 9 exited $? (its table says why)"
     kill "$server_pid"
     wait "$server_pid" || true
     server_pid=
