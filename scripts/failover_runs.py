@@ -4,6 +4,11 @@ real Redis Cluster or Sentinel set while its topology changes, then account for 
     .venv/bin/python scripts/failover_runs.py cluster     # 3 primary SIGKILLs (each revived),
                                                           # CLUSTER FAILOVER, a busy slot migrated
     .venv/bin/python scripts/failover_runs.py sentinel    # SENTINEL FAILOVER, a master SIGKILLed
+    .venv/bin/python scripts/failover_runs.py sentinel --replicas 1 --only kill
+
+`--replicas` is the Sentinel set's replicas per master (2 unless told), `--only` runs one of
+the two Sentinel changes, `--sentinel-debug INFO-PERIOD=1000,PUBLISH-PERIOD=250` sets the
+sentinels' `SENTINEL DEBUG` settings (see `tests/redis_sentinel.py`).
 
 Publishers send keyed messages through both nodes and retry each (same key) until it is
 acknowledged; NDJSON subscribers on both nodes follow every channel. At the end it prints, per
@@ -221,7 +226,7 @@ def cluster_changes(cluster: RedisClusterSet, channels: list[str]) -> list[Any]:
     ]
 
 
-def sentinel_changes(sentinels: SentinelSet, channels: list[str]) -> list[Any]:
+def sentinel_changes(sentinels: SentinelSet, channels: list[str], only: str) -> list[Any]:
     def failover() -> set[str]:
         sentinels.failover()
         return set(channels)
@@ -230,7 +235,11 @@ def sentinel_changes(sentinels: SentinelSet, channels: list[str]) -> list[Any]:
         sentinels.revive(sentinels.kill_master())
         return set(channels)
 
-    return [("SENTINEL FAILOVER", failover), ("master SIGKILL (and revived)", kill)]
+    changes = {
+        "failover": ("SENTINEL FAILOVER", failover),
+        "kill": ("master SIGKILL (and revived)", kill),
+    }
+    return [change for name, change in changes.items() if only in ("both", name)]
 
 
 async def main() -> int:
@@ -238,12 +247,17 @@ async def main() -> int:
     parser.add_argument("kind", choices=("cluster", "sentinel"))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--redis-replicas", default="-1")
+    parser.add_argument("--replicas", type=int, default=2, help="Sentinel set: replicas")
+    parser.add_argument("--sentinel-debug", default="", help="SETTING=VALUE[,...]")
+    parser.add_argument("--only", choices=("both", "failover", "kill"), default="both")
     args = parser.parse_args()
     channels = [f"busy{n}" for n in range(CHANNELS)]
     bad = False
     for run in range(args.runs):
+        debug = dict(kv.split("=") for kv in args.sentinel_debug.split(",") if kv)
+        sentinel_set = (args.replicas, {k: int(v) for k, v in debug.items()})
         opener = running_cluster if args.kind == "cluster" else running_sentinels
-        with opener() as redis:
+        with opener(*(() if args.kind == "cluster" else sentinel_set)) as redis:
             nodes = [
                 ServerProcess(
                     [
@@ -261,12 +275,14 @@ async def main() -> int:
                 if args.kind == "cluster":
                     changes = cluster_changes(redis, channels)  # type: ignore[arg-type]
                 else:
-                    changes = sentinel_changes(redis, channels)  # type: ignore[arg-type]
+                    changes = sentinel_changes(redis, channels, args.only)  # type: ignore[arg-type]
                 result = await drive(nodes, channels, changes)
             finally:
                 for node in nodes:
                     node.stop()
-        print(json.dumps({"run": run + 1, "kind": args.kind, **result}, indent=1), flush=True)
+        setting: dict[str, Any] = {"replicas": args.replicas, "debug": args.sentinel_debug}
+        setting["redis_replicas"] = args.redis_replicas
+        print(json.dumps({"run": run + 1, "kind": args.kind, **setting, **result}), flush=True)
         resumed = [s for c in result["changes"] for s in c["longest_pause_s_per_node"]]
         bad = bad or (result["missing"] and not result["gaps"]) or bool(result["duplicates"])
         bad = bad or None in resumed

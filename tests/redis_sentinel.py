@@ -1,17 +1,18 @@
-"""A real Sentinel set on loopback for the Sentinel tests: a master, its replica, three sentinels.
+"""A real Sentinel set on loopback for the Sentinel tests: a master, two replicas, three sentinels.
 
 Each sentinel is `redis-server CONFIG --sentinel` with a config file of its own (Sentinel
 writes what it learns there), watching the master with a quorum of 2 and a short
 `down-after-milliseconds`. The helpers fail the master over the two ways a deployment sees:
 `SENTINEL FAILOVER` (the master alive, demoted afterwards) and a SIGKILL of the master; each
-waits until every sentinel names the new master and the new master says it is one.
+waits until every sentinel names the new master and the new master says it is one (which
+replica that is, Sentinel decides).
 """
 
 from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import pytest
@@ -65,11 +66,19 @@ def role(server: RedisServer) -> tuple[str, str | None]:
 
 
 class SentinelSet:
-    """A master, one replica and three sentinels, and the failovers tests put them through."""
+    """A master, its replicas (two by default) and three sentinels, and the failovers tests put
+    them through. With two replicas the promoted one has a replica again as soon as Sentinel
+    points the other at it, so a `WAIT 1` publish goes through within the failover; with one it
+    waits until the old master is demoted or revived."""
 
-    def __init__(self) -> None:
+    def __init__(self, replicas: int = 2, debug: Mapping[str, int] | None = None) -> None:
+        self.debug = dict(debug or {})
+        """`SENTINEL DEBUG` settings for every sentinel. A sentinel tells a master it no longer
+        names to replicate the new one only once it has seen it claim the role for 4 times its
+        `PUBLISH-PERIOD` (2 s by default), seen by `INFO` every `INFO-PERIOD` (10 s): what a
+        requested failover's old master stays master for (about 10 s; 2 s with 250 and 1000)."""
         self.master = RedisServer(REPLICATION)
-        self.replica = RedisServer(REPLICATION)
+        self.replicas = [RedisServer(REPLICATION) for _ in range(replicas)]
         self.sentinels: list[SentinelServer] = []
 
     @property
@@ -79,16 +88,20 @@ class SentinelSet:
 
     @property
     def servers(self) -> list[RedisServer]:
-        return [self.master, self.replica]
+        return [self.master, *self.replicas]
 
     def start(self) -> SentinelSet:
         self.master.start()
-        self.replica.start()
-        with self.replica.client() as client:
-            client.replicaof("127.0.0.1", self.master.port)
-        self.wait(lambda: role(self.replica) == ("slave", "up"), "the replica synced")
+        for replica in self.replicas:
+            replica.start()
+            with replica.client() as client:
+                client.replicaof("127.0.0.1", self.master.port)
+        self.wait(self._replicating, "the replicas synced")
         self.sentinels = [SentinelServer(self.master.port).start() for _ in range(3)]
-        self.wait(self._watching, "the sentinels know the replica and each other")
+        for sentinel in self.sentinels:
+            for setting, value in self.debug.items():
+                sentinel.call("SENTINEL", "DEBUG", setting, value)
+        self.wait(self._watching, "the sentinels know the replicas and each other")
         return self
 
     def stop(self) -> None:
@@ -96,54 +109,81 @@ class SentinelSet:
             server.stop(signal.SIGKILL)
             server.dir.cleanup()
 
+    def _replicating(self) -> bool:
+        """Every replica's link to the current master is up."""
+        for replica in self.replicas:
+            with replica.client() as client:
+                info = client.info("replication")
+            if info["role"] != "slave" or info["master_port"] != self.master.port:
+                return False
+            if info["master_link_status"] != "up":
+                return False
+        return True
+
     def _watching(self) -> bool:
         for sentinel in self.sentinels:
             if sentinel.master_port_now() != self.master.port:
                 return False
-            if len(sentinel.call("SENTINEL", "REPLICAS", MASTER_NAME)) != 1:
+            if len(sentinel.call("SENTINEL", "REPLICAS", MASTER_NAME)) != len(self.replicas):
                 return False
             if len(sentinel.call("SENTINEL", "SENTINELS", MASTER_NAME)) != 2:
                 return False
-        return True
+        return self._replicating()
 
     def wait(self, done: Callable[[], bool], what: str) -> None:
         poll(done, what, SETTLE)
 
-    def promoted(self, new: RedisServer) -> bool:
-        """`new` says it is a master and every live sentinel names it."""
-        live = [s for s in self.sentinels if s.proc is not None]
-        return role(new)[0] == "master" and all(s.master_port_now() == new.port for s in live)
+    def _successor(self, old: RedisServer) -> RedisServer | None:
+        """The replica every live sentinel names as master instead of `old`, once it says it
+        is one."""
+        named = {s.master_port_now() for s in self.sentinels if s.proc is not None}
+        if len(named) != 1 or old.port in named:
+            return None
+        new = next((r for r in self.servers if r.port in named), None)
+        return new if new is not None and role(new)[0] == "master" else None
 
-    def start_failover(self) -> tuple[RedisServer, RedisServer]:
-        """`SENTINEL FAILOVER`, not waited for; returns the master and the replica it promotes.
-        The old master, still up, is told to replicate the new one only once a sentinel sees it
-        still claiming to be master: seconds after the promotion, and meanwhile it accepts
-        writes the new master never gets."""
-        old, new = self.master, self.replica
+    def start_failover(self) -> RedisServer:
+        """`SENTINEL FAILOVER`, not waited for; returns the master it demotes. The old master,
+        still up, is told to replicate the new one only once a sentinel sees it still claiming
+        to be master: seconds after the promotion, and meanwhile it accepts writes the new
+        master never gets."""
         self.sentinels[0].call("SENTINEL", "FAILOVER", MASTER_NAME)
-        self.master, self.replica = new, old
-        return old, new
+        return self.master
 
-    def wait_promoted(self, new: RedisServer) -> None:
-        self.wait(lambda: self.promoted(new), "the replica promoted")
+    def wait_promoted(self, old: RedisServer) -> RedisServer:
+        """Wait until a replica of `old` is master for every sentinel; returns it (Sentinel
+        picks it: priority, then replication offset)."""
+        found: list[RedisServer] = []
+
+        def promoted() -> bool:
+            new = self._successor(old)
+            found.extend([new] if new is not None else [])
+            return bool(found)
+
+        self.wait(promoted, "a replica promoted")
+        new = found[0]
+        self.master = new
+        self.replicas = [s for s in (old, *self.replicas) if s is not new]
+        return new
 
     def wait_demoted(self, old: RedisServer) -> None:
         self.wait(lambda: role(old) == ("slave", "up"), "the old master demoted")
         self.wait(self._watching, "the sentinels settled")
 
-    def failover(self) -> None:
-        """`SENTINEL FAILOVER`, waited for to the end: the old master replicates the new."""
-        old, new = self.start_failover()
-        self.wait_promoted(new)
+    def failover(self) -> tuple[RedisServer, RedisServer]:
+        """`SENTINEL FAILOVER`, waited for to the end (every other server replicates the new
+        master); returns the old master and the new."""
+        old = self.start_failover()
+        new = self.wait_promoted(old)
         self.wait_demoted(old)
+        return old, new
 
     def kill_master(self) -> RedisServer:
-        """SIGKILL the master and wait until the sentinels promote the replica; returns the
+        """SIGKILL the master and wait until the sentinels promote a replica; returns the
         killed server, which stays down (`revive` starts it as a replica)."""
-        old, new = self.master, self.replica
+        old = self.master
         old.stop(signal.SIGKILL)
-        self.wait_promoted(new)
-        self.master, self.replica = new, old
+        self.wait_promoted(old)
         return old
 
     def revive(self, server: RedisServer) -> None:
@@ -154,10 +194,12 @@ class SentinelSet:
 
 
 @contextlib.contextmanager
-def running_sentinels() -> Iterator[SentinelSet]:
+def running_sentinels(
+    replicas: int = 2, debug: Mapping[str, int] | None = None
+) -> Iterator[SentinelSet]:
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    sentinels = SentinelSet()
+    sentinels = SentinelSet(replicas, debug)
     try:
         yield sentinels.start()
     finally:

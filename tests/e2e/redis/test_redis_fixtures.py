@@ -30,11 +30,12 @@ def test_a_sentinel_set_takes_back_a_killed_master_as_a_replica(
     redis_sentinels: SentinelSet,
 ) -> None:
     first = redis_sentinels.master
-    assert role(first) == ("master", None) and role(redis_sentinels.replica) == ("slave", "up")
+    assert role(first) == ("master", None)
+    assert [role(r) for r in redis_sentinels.replicas] == [("slave", "up")] * 2
     killed = redis_sentinels.kill_master()
     assert killed is first and redis_sentinels.master is not first
     redis_sentinels.revive(killed)
-    assert role(killed) == ("slave", "up") and redis_sentinels.replica is killed
+    assert role(killed) == ("slave", "up") and killed in redis_sentinels.replicas
     assert all(
         s.master_port_now() == redis_sentinels.master.port for s in redis_sentinels.sentinels
     )

@@ -1,5 +1,5 @@
 """What redis-py's asyncio Sentinel client does when its master fails over, against a real
-Sentinel set (redis_sentinel.py): a master, its replica and three sentinels.
+Sentinel set (redis_sentinel.py): a master, two replicas and three sentinels.
 
 These pin what the Sentinel engine must work around: after `SENTINEL FAILOVER` the client goes
 on writing to the old master, which acknowledges, for the seconds until a sentinel demotes it
@@ -71,8 +71,8 @@ async def test_writes_go_to_the_old_master_until_it_is_demoted_and_are_lost(
     redis_sentinels: SentinelSet, master: Redis
 ) -> None:
     assert await master.incr("x") == 1
-    old, new = redis_sentinels.start_failover()
-    await asyncio.to_thread(redis_sentinels.wait_promoted, new)
+    old = redis_sentinels.start_failover()
+    new = await asyncio.to_thread(redis_sentinels.wait_promoted, old)
 
     # Every sentinel names the new master, yet the client's connection stays on the old one,
     # which still acknowledges writes: this one is never replicated.
@@ -95,8 +95,8 @@ async def test_a_subscriber_on_the_old_master_hears_nothing_until_it_is_demoted(
     pubsub = master.pubsub()
     await pubsub.subscribe("ch")
     assert (await next_message(pubsub))["type"] == "subscribe"
-    old, new = redis_sentinels.start_failover()
-    await asyncio.to_thread(redis_sentinels.wait_promoted, new)
+    old = redis_sentinels.start_failover()
+    new = await asyncio.to_thread(redis_sentinels.wait_promoted, old)
     with new.client() as client:
         assert client.publish("ch", "unheard") == 0
         assert client.pubsub_numsub("ch") == [(b"ch", 0)]
@@ -133,8 +133,8 @@ async def test_a_killed_master_is_followed_to_a_new_one_without_the_scripts(
 async def test_a_demoted_master_refuses_a_writing_script_readonly(
     redis_sentinels: SentinelSet,
 ) -> None:
-    redis_sentinels.failover()
-    demoted = Redis(port=redis_sentinels.replica.port, retry=Retry(NoBackoff(), 0))
+    old, _ = redis_sentinels.failover()
+    demoted = Redis(port=old.port, retry=Retry(NoBackoff(), 0))
     with pytest.raises(ReadOnlyError):
         await demoted.eval(INCREMENT, 1, "y")
     assert await demoted.get("y") is None
@@ -148,8 +148,10 @@ async def test_the_sentinels_announce_the_switch_before_the_old_master_is_demote
     events = sentinel.pubsub()
     await events.subscribe("+switch-master")
     assert (await next_message(events))["type"] == "subscribe"
-    old, new = redis_sentinels.start_failover()
+    old = redis_sentinels.start_failover()
     switch = await next_message(events)
+    assert role(old)[0] == "master"  # still accepting writes
+    new = await asyncio.to_thread(redis_sentinels.wait_promoted, old)
     assert switch["data"].split() == [
         MASTER_NAME.encode(),
         b"127.0.0.1",
@@ -157,7 +159,6 @@ async def test_the_sentinels_announce_the_switch_before_the_old_master_is_demote
         b"127.0.0.1",
         str(new.port).encode(),
     ]
-    assert role(old)[0] == "master"  # still accepting writes
     await asyncio.to_thread(redis_sentinels.wait_demoted, old)
     await events.aclose()
     await sentinel.aclose()
