@@ -1,0 +1,203 @@
+"""Memory per channel: a server's RSS as it holds many channels' histories, after they expire,
+and after a flood of anonymous channels (issue 36's figures, docs/performance.md).
+
+    python -m pushserver_bench.channels fill --channels 100000 --messages 10
+    python -m pushserver_bench.channels fill --channels 100000 --ttl 5 --after 30
+    python -m pushserver_bench.channels flood --channels 192000 --after 60 [--redis URL]
+
+Without `--url` it starts a server (memory broker, or `--redis URL`; `--history-size` is
+`--messages`, `--history-ttl` is `--ttl`) and reads its RSS from /proc. `fill` publishes
+`--messages` rounds of one message of `--size` bytes to each of `--channels` channels, in
+`POST /pub` batches of `--batch`; `flood` sends one `GET /lp/{channel}?timeout=0` per fresh
+channel. With `--after S`, RSS is read again once the server holds no channel (`fill`) or
+the flood is over, and S seconds more have passed. Publishing and polling go over `--clients`
+keep-alive connections, one thread each. Every figure comes from the server: a server that
+cannot be reached, or that refuses a request, stops the run with an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+from pushserver.launcher import ServerProcess
+from pushserver_measure.http11 import Connection, Endpoint
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def rss(pid: int) -> int:
+    """Resident bytes of process `pid` (/proc/PID/statm)."""
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * PAGE
+
+
+def stats(endpoint: Endpoint) -> dict:
+    conn = Connection(endpoint)
+    try:
+        head, body = conn.request("GET", "/stats")
+    finally:
+        conn.close()
+    if head.status != 200:
+        raise SystemExit(f"/stats answered {head.status}: {body[:200]!r}")
+    answer = json.loads(body)
+    assert isinstance(answer, dict)
+    return answer
+
+
+def in_threads(endpoint: Endpoint, clients: int, work: Callable[[Connection, int], None]) -> None:
+    """`work(connection, k)` for k in range(clients), each on its own thread and connection;
+    the first error ends the run."""
+    errors: list[BaseException] = []
+
+    def run(k: int) -> None:
+        conn = Connection(endpoint)
+        try:
+            work(conn, k)
+        except BaseException as exc:  # reported by the caller
+            errors.append(exc)
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise SystemExit(f"a client failed: {errors[0]!r}")
+
+
+def fill(endpoint: Endpoint, args: argparse.Namespace) -> None:
+    """`args.messages` rounds over `args.channels` channels, each round's batches shared out
+    among the clients."""
+    data = b'"' + b"x" * (args.size - 2) + b'"'
+    starts = range(0, args.channels, args.batch)
+
+    def work(conn: Connection, k: int) -> None:
+        for _ in range(args.messages):
+            for start in starts[k :: args.clients]:
+                end = min(args.channels, start + args.batch)
+                body = (
+                    b"["
+                    + b",".join(
+                        b'{"channel":"c%d","data":%b}' % (n, data) for n in range(start, end)
+                    )
+                    + b"]"
+                )
+                head, answer = conn.request(
+                    "POST", "/pub", body, {"Content-Type": "application/json"}
+                )
+                if head.status != 201:
+                    raise RuntimeError(f"POST /pub answered {head.status}: {answer[:200]!r}")
+
+    in_threads(endpoint, args.clients, work)
+
+
+def flood(endpoint: Endpoint, args: argparse.Namespace) -> None:
+    """One `timeout=0` long-poll per fresh channel."""
+
+    def work(conn: Connection, k: int) -> None:
+        for n in range(k, args.channels, args.clients):
+            head, answer = conn.request("GET", f"/lp/anon{n}?timeout=0")
+            if head.status != 200:
+                raise RuntimeError(f"GET /lp answered {head.status}: {answer[:200]!r}")
+
+    in_threads(endpoint, args.clients, work)
+
+
+def until_empty(endpoint: Endpoint, timeout: float) -> dict:
+    """`/stats` once the server holds no channel."""
+    deadline = time.monotonic() + timeout
+    while True:
+        current = stats(endpoint)
+        if current["channels"] == 0:
+            return current
+        if time.monotonic() > deadline:
+            raise SystemExit(f"still {current['channels']} channels after {timeout:g} s")
+        time.sleep(0.5)
+
+
+def report(label: str, pid: int, endpoint: Endpoint, base: int, channels: int) -> int:
+    now = rss(pid)
+    held = stats(endpoint)
+    per = (now - base) / max(1, channels)
+    line = {
+        "at": label,
+        "rss_mb": round(now / 2**20, 1),
+        "rss_per_channel_b": round(per),
+        "channels_held": held["channels"],
+        "history_bytes": held.get("history_bytes"),
+        "load": os.getloadavg()[0],
+        "utc": time.strftime("%H:%M:%S", time.gmtime()),
+    }
+    print(json.dumps(line), flush=True)
+    return now
+
+
+@contextlib.contextmanager
+def server(args: argparse.Namespace) -> Iterator[tuple[str, int]]:
+    if args.url:
+        if not args.pid:
+            raise SystemExit("--url needs --pid: the server process whose RSS is read")
+        yield args.url, args.pid
+        return
+    extra = ["--history-size", str(max(1, args.messages)), "--history-ttl", str(args.ttl)]
+    extra += ["--sweep-interval", str(args.sweep_interval), "--max-channels", "10000000"]
+    if args.redis:
+        extra += ["--redis", args.redis]
+    with ServerProcess([*extra, *args.server_arg], ready_timeout=60) as srv:
+        assert srv.proc is not None
+        yield srv.url, srv.proc.pid
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m pushserver_bench.channels")
+    parser.add_argument("mode", choices=("fill", "flood"))
+    parser.add_argument("--channels", type=int, default=100_000)
+    parser.add_argument("--messages", type=int, default=10, help="per channel (fill)")
+    parser.add_argument("--size", type=int, default=100, help="bytes of JSON per message")
+    parser.add_argument("--batch", type=int, default=1000, help="messages per POST /pub")
+    parser.add_argument("--clients", type=int, default=2, help="connections, a thread each")
+    parser.add_argument("--ttl", type=float, default=3600, help="--history-ttl of the server")
+    parser.add_argument("--sweep-interval", type=float, default=5)
+    parser.add_argument("--after", type=float, default=-1, help="seconds; <0: no after figure")
+    parser.add_argument("--url", default="", help="a running server (with --pid)")
+    parser.add_argument("--pid", type=int, default=0)
+    parser.add_argument("--redis", default="", help="the server started with --redis URL")
+    parser.add_argument("--server-arg", action="append", default=[], help="more server flags")
+    args = parser.parse_args(argv)
+    if args.size < 2 or args.channels < 1 or args.batch < 1 or args.clients < 1:
+        parser.error("--size must be at least 2, --channels, --batch and --clients at least 1")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    with server(args) as (url, pid):
+        endpoint = Endpoint.parse(url)
+        time.sleep(1)  # what starting allocated settles
+        base = report("baseline", pid, endpoint, 0, 1)
+        started = time.monotonic()
+        (fill if args.mode == "fill" else flood)(endpoint, args)
+        took = time.monotonic() - started
+        print(json.dumps({"at": args.mode, "seconds": round(took, 1)}), flush=True)
+        report(f"after {args.mode}", pid, endpoint, base, args.channels)
+        if args.after >= 0:
+            if args.mode == "fill":
+                until_empty(endpoint, args.ttl + 20 * args.sweep_interval + 600)
+            time.sleep(args.after)
+            after = report(f"{args.after:g} s later", pid, endpoint, base, args.channels)
+            bound = 1.25 * base + (20 << 20)
+            print(json.dumps({"bound_mb": round(bound / 2**20, 1), "within": after <= bound}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
