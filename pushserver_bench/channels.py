@@ -8,16 +8,18 @@ and after a flood of anonymous channels (issue 36's figures, docs/performance.md
 Without `--url` it starts a server (memory broker, or `--redis URL`; `--history-size` is
 `--messages`, `--history-ttl` is `--ttl`) and reads its RSS from /proc. `fill` publishes
 `--messages` rounds of one message of `--size` bytes to each of `--channels` channels, in
-`POST /pub` batches of `--batch`; `flood` sends one `GET /lp/{channel}?timeout=0` per fresh
-channel. With `--after S`, RSS is read again once the server holds no channel (`fill`) or
-the flood is over, and S seconds more have passed. Publishing and polling go over `--clients`
-keep-alive connections, one thread each. Every figure comes from the server: a server that
-cannot be reached, or that refuses a request, stops the run with an error.
+`POST /pub` batches of `--batch`; `flood` holds long-polls of `--per-poll` fresh channels each,
+all at once, until they time out (`--hold`). With `--after S`, RSS is read again once the
+server holds no channel (`fill`) or the flood is over, and S seconds more have passed.
+Publishing goes over `--clients` keep-alive connections, one thread each. Every figure comes
+from the server: a server that cannot be reached, or that refuses a request, stops the run
+with an error.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import os
@@ -100,16 +102,43 @@ def fill(endpoint: Endpoint, args: argparse.Namespace) -> None:
     in_threads(endpoint, args.clients, work)
 
 
-def flood(endpoint: Endpoint, args: argparse.Namespace) -> None:
-    """One `timeout=0` long-poll per fresh channel."""
+def flood(endpoint: Endpoint, args: argparse.Namespace, during: Callable[[], object]) -> None:
+    """Fresh channels held at once: `--per-poll` of them in each long-poll (`?timeout=`
+    `--hold`), as many polls open together as `--channels` needs, spread over loopback source
+    addresses, each answered (200) before the flood counts as over."""
+    timer = threading.Timer(args.hold * 0.7, during)  # while the polls are held
+    timer.start()
+    try:
+        asyncio.run(_flood(endpoint, args))
+    finally:
+        timer.cancel()
 
-    def work(conn: Connection, k: int) -> None:
-        for n in range(k, args.channels, args.clients):
-            head, answer = conn.request("GET", f"/lp/anon{n}?timeout=0")
-            if head.status != 200:
-                raise RuntimeError(f"GET /lp answered {head.status}: {answer[:200]!r}")
 
-    in_threads(endpoint, args.clients, work)
+async def _flood(endpoint: Endpoint, args: argparse.Namespace) -> None:
+    polls = -(-args.channels // args.per_poll)
+    sources = [f"127.0.0.{2 + k % 8}" for k in range(polls)]
+
+    async def one(k: int) -> None:
+        first = k * args.per_poll
+        names = ",".join(
+            f"anon{n}" for n in range(first, min(args.channels, first + args.per_poll))
+        )
+        reader, writer = await asyncio.open_connection(
+            endpoint.host, endpoint.port, local_addr=(sources[k], 0)
+        )
+        writer.write(
+            f"GET /lp/{names}?timeout={args.hold:g} HTTP/1.1\r\nHost: x\r\n"
+            "Connection: close\r\n\r\n".encode()
+        )
+        answer = await reader.read()
+        writer.close()
+        if not answer.startswith(b"HTTP/1.1 200"):
+            raise RuntimeError(f"a flood poll was answered {answer[:200]!r}")
+
+    results = await asyncio.gather(*(one(k) for k in range(polls)), return_exceptions=True)
+    failed = [r for r in results if isinstance(r, BaseException)]
+    if failed:
+        raise SystemExit(f"{len(failed)} of {polls} flood polls failed: {failed[0]!r}")
 
 
 def until_empty(endpoint: Endpoint, timeout: float) -> dict:
@@ -127,13 +156,14 @@ def until_empty(endpoint: Endpoint, timeout: float) -> dict:
 def report(label: str, pid: int, endpoint: Endpoint, base: int, channels: int) -> int:
     now = rss(pid)
     held = stats(endpoint)
-    per = (now - base) / max(1, channels)
+    per = (now - base) / channels if base else None
     line = {
         "at": label,
         "rss_mb": round(now / 2**20, 1),
-        "rss_per_channel_b": round(per),
+        "rss_per_channel_b": None if per is None else round(per),
         "channels_held": held["channels"],
         "history_bytes": held.get("history_bytes"),
+        "malloc_trims": held.get("malloc_trims"),
         "load": os.getloadavg()[0],
         "utc": time.strftime("%H:%M:%S", time.gmtime()),
     }
@@ -170,6 +200,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--after", type=float, default=-1, help="seconds; <0: no after figure")
     parser.add_argument("--url", default="", help="a running server (with --pid)")
     parser.add_argument("--pid", type=int, default=0)
+    parser.add_argument("--per-poll", type=int, default=64, help="channels per flood poll")
+    parser.add_argument("--hold", type=float, default=5, help="flood polls' ?timeout=")
     parser.add_argument("--redis", default="", help="the server started with --redis URL")
     parser.add_argument("--server-arg", action="append", default=[], help="more server flags")
     args = parser.parse_args(argv)
@@ -185,7 +217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         time.sleep(1)  # what starting allocated settles
         base = report("baseline", pid, endpoint, 0, 1)
         started = time.monotonic()
-        (fill if args.mode == "fill" else flood)(endpoint, args)
+        if args.mode == "fill":
+            fill(endpoint, args)
+        else:
+            flood(endpoint, args, lambda: report("held", pid, endpoint, base, args.channels))
         took = time.monotonic() - started
         print(json.dumps({"at": args.mode, "seconds": round(took, 1)}), flush=True)
         report(f"after {args.mode}", pid, endpoint, base, args.channels)

@@ -19,7 +19,7 @@ from .process import rss_bytes
 
 log = logging.getLogger("pushserver")
 
-TRIM_AT = 16 << 20
+TRIM_AT = 8 << 20
 """Bytes glibc must hold free, more than after the last trim, before the next one."""
 
 
