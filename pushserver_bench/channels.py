@@ -4,9 +4,12 @@ and after a flood of anonymous channels (issue 36's figures, docs/performance.md
     python -m pushserver_bench.channels fill --channels 100000 --messages 10
     python -m pushserver_bench.channels fill --channels 100000 --ttl 5 --after 30
     python -m pushserver_bench.channels flood --channels 192000 --after 60 [--redis URL]
+    python -m pushserver_bench.channels budget --channels 100000 --messages 10
 
-Without `--url` it starts a server (memory broker, or `--redis URL`; `--history-size` is
-`--messages`, `--history-ttl` is `--ttl`) and reads its RSS from /proc. `fill` publishes
+`budget` measures in this process, with tracemalloc, what the memory engine's histories
+allocate per channel and per message. Otherwise, without `--url`, it starts a server (memory
+broker, or `--redis URL`; `--history-size` is `--messages`, `--history-ttl` is `--ttl`) and
+reads its RSS from /proc. `fill` publishes
 `--messages` rounds of one message of `--size` bytes to each of `--channels` channels, in
 `POST /pub` batches of `--batch`; `flood` holds long-polls of `--per-poll` fresh channels each,
 all at once, until they time out (`--hold`). With `--after S`, RSS is read again once the
@@ -21,13 +24,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import sys
 import threading
 import time
+import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 
+from pushserver.broker.memory import MemoryBroker
+from pushserver.core.broker import Item
+from pushserver.core.history import Histories
+from pushserver.core.messages import Message
 from pushserver.launcher import ServerProcess
 from pushserver_measure.http11 import Connection, Endpoint
 
@@ -141,6 +150,64 @@ async def _flood(endpoint: Endpoint, args: argparse.Namespace) -> None:
         raise SystemExit(f"{len(failed)} of {polls} flood polls failed: {failed[0]!r}")
 
 
+def budget(args: argparse.Namespace) -> None:
+    """In this process, with tracemalloc: what the memory engine's histories allocate for
+    `--channels` channels (names aside), published to once with the history then expired (an
+    idle channel), and holding 1 and `--messages` messages of `--size` bytes."""
+    data = b'"' + b"x" * (args.size - 2) + b'"'
+    names = [f"c{n}" for n in range(args.channels)]
+
+    async def traced(messages: int, expire: bool) -> tuple[int, Histories]:
+        broker = MemoryBroker(max(1, args.messages), 1e9, 3600.0)
+        async with broker.running(_NoSink()):  # no hub: the histories alone
+            gc.collect()
+            tracemalloc.start()
+            for _ in range(messages):
+                for start in range(0, args.channels, args.batch):
+                    batch = [Item(name, data) for name in names[start : start + args.batch]]
+                    for message in broker.publish(batch):
+                        message.head  # noqa: B018 - encoded, as the fan-out does
+            if expire:
+                for history in broker.history.values():
+                    history.expire(0.0, time.time() + 1)
+            gc.collect()
+            used = tracemalloc.get_traced_memory()[0]
+            tracemalloc.stop()
+        return used, broker.history
+
+    n = args.channels
+    idle, _ = asyncio.run(traced(1, True))
+    one, _ = asyncio.run(traced(1, False))
+    full, held = asyncio.run(traced(args.messages, False))
+    head = held.tally.bytes / held.tally.messages
+    marginal = (full - one) / (n * (args.messages - 1)) if args.messages > 1 else 0.0
+    print(
+        json.dumps(
+            {
+                "idle_channel_b": round(idle / n),
+                "one_message_channel_b": round(one / n),
+                "channel_b": round(full / n),
+                "head_b": round(head, 1),
+                "message_b": round(marginal, 1),
+                "message_beyond_head_b": round(marginal - head, 1),
+            }
+        )
+    )
+
+
+class _NoSink:
+    """A hub with nobody subscribed."""
+
+    def append(self, message: Message) -> None:
+        pass
+
+    def jump(self, name: str) -> None:
+        pass
+
+    def audience(self, name: str) -> int:
+        return 0
+
+
 def until_empty(endpoint: Endpoint, timeout: float) -> dict:
     """`/stats` once the server holds no channel."""
     deadline = time.monotonic() + timeout
@@ -189,7 +256,7 @@ def server(args: argparse.Namespace) -> Iterator[tuple[str, int]]:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m pushserver_bench.channels")
-    parser.add_argument("mode", choices=("fill", "flood"))
+    parser.add_argument("mode", choices=("fill", "flood", "budget"))
     parser.add_argument("--channels", type=int, default=100_000)
     parser.add_argument("--messages", type=int, default=10, help="per channel (fill)")
     parser.add_argument("--size", type=int, default=100, help="bytes of JSON per message")
@@ -212,6 +279,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.mode == "budget":
+        budget(args)
+        return 0
     with server(args) as (url, pid):
         endpoint = Endpoint.parse(url)
         time.sleep(1)  # what starting allocated settles

@@ -35,6 +35,9 @@ COMPACT_AFTER = 8
 """Entries dropped from the front of an index before they are removed for good (see `Buffer`)."""
 STRIDE = 3
 """Numbers per entry of `Buffer.index`: where its head ends, its time, its arrival order."""
+LARGE = 512
+"""Heads longer than this are kept as they came (`Buffer.large`), not copied into `heads`: such
+a `bytes` is the C allocator's already, and the subscribers its backlog goes to share it."""
 
 
 class ChannelInfo(NamedTuple):
@@ -68,10 +71,12 @@ class Buffer:
     O(1), not O(N), per message appended.
     """
 
-    __slots__ = ("base", "heads", "index", "start")
+    __slots__ = ("base", "heads", "index", "large", "start")
 
     def __init__(self) -> None:
         self.heads = bytearray()
+        self.large: dict[int, bytes] | None = None
+        """Heads longer than `LARGE`, by message id (their place in `heads` is empty)."""
         self.index: array[float] = array("d")
         self.base = 0
         """Where `heads[0]` lies, in bytes counted since the buffer began."""
@@ -81,9 +86,15 @@ class Buffer:
     def __len__(self) -> int:
         return len(self.index) // STRIDE - self.start
 
-    def append(self, head: bytes, ts: float, seq: int) -> None:
+    def append(self, head: bytes, ts: float, seq: int, id_: int) -> None:
         heads = self.heads
-        heads += head
+        if len(head) > LARGE:
+            large = self.large
+            if large is None:
+                large = self.large = {}
+            large[id_] = head
+        else:
+            heads += head
         self.index.extend((self.base + len(heads), ts, seq))
 
     def time(self, entry: int) -> float:
@@ -162,7 +173,7 @@ class ChannelHistory:
         if buffer is None:
             buffer = self.buffer = Buffer()
         head, ts = message.head, message.ts
-        buffer.append(head, ts, message.seq)
+        buffer.append(head, ts, message.seq, message.id)
         tally = self.tally
         tally.bytes += len(head)
         tally.messages += 1
@@ -180,6 +191,13 @@ class ChannelHistory:
     def _drop(self, buffer: Buffer, count: int) -> None:
         if count:
             tally = self.tally
+            large = buffer.large
+            if large:
+                first = self.first
+                for id_ in range(first, first + count):
+                    head = large.pop(id_, None)
+                    if head is not None:
+                        tally.bytes -= len(head)
             tally.bytes -= buffer.drop(count)
             tally.messages -= count
 
@@ -201,11 +219,13 @@ class ChannelHistory:
             self.buffer = None
             tally = self.tally
             tally.bytes -= len(buffer.heads)
+            if buffer.large:
+                tally.bytes -= sum(map(len, buffer.large.values()))
             tally.messages -= len(buffer)
 
     def messages(self, after: int, upto: int) -> list[Message]:
-        """The buffered messages with ids in (`after`, `upto`], oldest first (their heads
-        copied out of the buffer)."""
+        """The buffered messages with ids in (`after`, `upto`], oldest first (a head up to
+        `LARGE` bytes copied out of the buffer, a longer one shared)."""
         buffer = self.buffer
         if buffer is None:
             return []
@@ -213,7 +233,7 @@ class ChannelHistory:
         low = max(after + 1, first)
         high = min(upto, self.last_id)
         base = buffer.start - first
-        index, name, epoch = buffer.index, self.name, self.epoch
+        index, name, epoch, large = buffer.index, self.name, self.epoch, buffer.large
         out = []
         with memoryview(buffer.heads) as heads:
             for id_ in range(low, high + 1):
@@ -221,7 +241,8 @@ class ChannelHistory:
                 begin, end = buffer.head(entry)
                 at = entry * STRIDE
                 ts, seq = index[at + 1], int(index[at + 2])
-                out.append(Message.kept(name, epoch, id_, ts, seq, bytes(heads[begin:end])))
+                head = bytes(heads[begin:end]) if end > begin else large[id_]  # type: ignore[index]
+                out.append(Message.kept(name, epoch, id_, ts, seq, head))
         return out
 
     def backlog(self, position: Position | None, count: int, upto: int) -> list[Event]:
