@@ -146,6 +146,12 @@ class Settings:
     sweep_interval: float = _setting(5.0, "seconds between sweeps that drop idle channels")
     log_level: str = _setting("info", "log level", choices=("debug", "info", "warning", "error"))
     access_log: bool = _setting(False, "log every request (costly under load)")
+    compress: bool = _setting(
+        True,
+        "compress what clients accept: gzip for NDJSON and SSE streams (each message flushed) "
+        "and for long-poll and JSONP answers of 512 bytes or more, permessage-deflate for "
+        "WebSocket",
+    )
     extension: str = _setting(
         "",
         "MODULE:FUNCTION called with the aiohttp application at startup, to add your own "

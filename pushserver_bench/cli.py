@@ -25,6 +25,7 @@ from . import (
     throughput,
     timeouts,
     versus,
+    wirebytes,
 )
 from .context import Bench
 from .table import Table
@@ -45,9 +46,11 @@ EXPERIMENTS: dict[int, Callable[[Bench], Awaitable[list[Table]]]] = {
     8: scaleout.run,
     9: versus.run,
     10: timeouts.run,
+    11: wirebytes.run,
 }
 BY_DEFAULT = [1, 2, 3, 4, 5, 6, 7, 8]
-"""Experiments 9 and 10 hold up to 19,900 subscribers: they run when named."""
+"""Experiments 9 and 10 hold up to 19,900 subscribers, 11 compares codings: they run when
+named."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -59,7 +62,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "budgets, 8 Redis scale-out (two nodes, --workers 2); and, only when named, 9 any "
         "server at --url (pushserver or nginx+nchan, --target), or the bench's bare server (the "
         "floor), under 19,900 subscribers, 10 a crowd of 19,800 long-polls timing out together "
-        "and a 1→1 long-poll meanwhile (pushserver or nginx+nchan).",
+        "and a 1→1 long-poll meanwhile (pushserver or nginx+nchan), 11 bytes on the wire per "
+        "delivered message, compressed and not (pushserver or nginx+nchan).",
     )
     parser.add_argument(
         "--url",
@@ -149,6 +153,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         f"source address (default 5000; at most {MAX_PER_PROCESS})",
     )
     parser.add_argument(
+        "--compressed",
+        action="store_true",
+        help="experiment 9: subscribers ask for compression (Accept-Encoding: gzip) and "
+        "inflate what comes compressed",
+    )
+    parser.add_argument(
         "--encode-cursor",
         action="store_true",
         help="experiment 9: send pushserver's long-poll cursor percent-encoded, as "
@@ -207,10 +217,12 @@ def refusal(
         return f"--client takes {','.join(CLIENTS)}"
     if not 1 <= args.per_process <= MAX_PER_PROCESS:
         return f"--per-process takes 1 to {MAX_PER_PROCESS} subscribers"
+    if args.compressed and numbers != [9]:
+        return "--compressed goes with --only 9"
     if args.encode_cursor and (args.target != "pushserver" or numbers != [9]):
         return "--encode-cursor goes with --only 9 and a pushserver target (its cursor)"
-    if args.target == "nchan" and not set(numbers) <= {9, 10}:
-        return "--target nchan goes with --only 9 or 10"
+    if args.target == "nchan" and not set(numbers) <= {9, 10, 11}:
+        return "--target nchan goes with --only 9, 10 or 11"
     if args.target == "bare" and numbers != [9]:
         return "--target bare goes with --only 9"
     if args.target == "nchan" and not (args.url or args.sub_url):
@@ -268,6 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         clients,
         args.per_process,
         args.encode_cursor,
+        args.compressed,
     )
     import uvloop
 

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import itertools
 import os
 import time
+import zlib
 from array import array
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol, cast
@@ -69,6 +71,27 @@ def message_data(size: int = 100) -> bytes:
     """A JSON message of about `size` bytes carrying its send time (`t`, epoch seconds)."""
     stamp = orjson.dumps({"t": time.time(), "p": ""})
     return stamp[:-2] + b"x" * max(0, size - len(stamp)) + b'"}'
+
+
+TICKERS = ("ACME", "GLOBX", "INITECH", "UMBRELLA", "HOOLI", "PIEDPIPER", "WAYNE", "STARK")
+_TICKS = itertools.count()
+
+
+def ticker_data() -> bytes:
+    """A realistic JSON message of about 100 bytes (a stock quote, realistic field names and
+    values that change from one message to the next) carrying its send time (`t`): what
+    compression is measured on (the padding of `message_data` would compress to nothing)."""
+    n = next(_TICKS)
+    return orjson.dumps(
+        {
+            "t": time.time(),
+            "symbol": TICKERS[n % len(TICKERS)],
+            "bid": round(100 + (n * 37 % 1000) / 100, 2),
+            "ask": round(100.05 + (n * 37 % 1000) / 100, 2),
+            "volume": 1000 + n * 13 % 9000,
+            "venue": "XNAS",
+        }
+    )
 
 
 def _head(raw: bytes) -> Head:
@@ -303,7 +326,8 @@ class Publisher:
 
 class HeldSubscriber(Timed):
     """A held NDJSON or SSE response: chunked transfer decoded (a body without it, as nchan
-    sends, is read as it comes), events counted (or parsed)."""
+    sends, is read as it comes), a gzip body inflated chunk by chunk (the server flushes each
+    write), events counted (or parsed)."""
 
     STATUS = 200
     REQUEST = "subscribe"
@@ -316,6 +340,8 @@ class HeldSubscriber(Timed):
         self.headers_done = False
         self.chunked = True
         self.last_id = 0
+        self.inflate: Any = None
+        """The body's gzip decoder (`zlib.decompressobj`) when it came compressed."""
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -362,13 +388,17 @@ class HeldSubscriber(Timed):
         self.headers_done = True
         head = _head(raw)
         self.chunked = head.chunked
+        if head.headers.get("content-encoding") == "gzip":
+            self.inflate = zlib.decompressobj(31)
         if head.status != self.STATUS:
             self.tally.error(f"{self.REQUEST} answered {raw[:100]!r}")
         if not self.ready.done():
             self.ready.set_result(None)
         return True
 
-    def _events(self, payload: bytearray) -> None:
+    def _events(self, payload: bytearray | bytes) -> None:
+        if self.inflate is not None:
+            payload = self.inflate.decompress(payload)
         n = payload.count(self.terminator)
         if not n:
             return
@@ -377,7 +407,7 @@ class HeldSubscriber(Timed):
             self._parse(payload, now)
         self.tally.add(n, now)
 
-    def _parse(self, payload: bytearray, now: float) -> None:
+    def _parse(self, payload: bytearray | bytes, now: float) -> None:
         for line in bytes(payload).split(b"\n"):
             if line.startswith(b"data: "):
                 line = line[6:]
@@ -448,6 +478,8 @@ class LongPoller:
     """The answers' headers `request` or `messages` read (`HttpConnection.headers`)."""
     ANSWERS: tuple[int, ...] = (200,)
     """The statuses of a poll's answer (a timeout included); any other is an error."""
+    compressed = False
+    """Whether it asks for gzip (`Accept-Encoding`); an answer that comes so is inflated."""
 
     def __init__(self, conn: HttpConnection, channel: str, tally: Tally, expect: int) -> None:
         self.conn = conn
@@ -469,6 +501,8 @@ class LongPoller:
     def messages(self, status: int, body: bytes) -> list[Any]:
         """The messages' data in one answer (the cursor taken for the next poll); none when
         the poll timed out."""
+        if self.conn.headers.get(b"content-encoding") == b"gzip":
+            body = zlib.decompress(body, 31)
         doc = orjson.loads(body)
         self.cursor = doc["cursor"]
         messages = [m for m in doc["messages"] if "type" not in m]
@@ -479,7 +513,10 @@ class LongPoller:
 
     def start(self, timeout: float) -> None:
         marker = "{cursor}"
-        raw = get_request(f"/lp/{self.channel}?timeout={timeout:g}&cursor={marker}")
+        raw = get_request(
+            f"/lp/{self.channel}?timeout={timeout:g}&cursor={marker}",
+            {"Accept-Encoding": "gzip"} if self.compressed else None,
+        )
         before, _, after = raw.partition(marker.encode())
         self.around = before, after
         self.conn.listener = self
@@ -587,14 +624,22 @@ async def subscribe(
     source: str = "",
     plain: bool = False,
     encoded: bool = False,
+    compressed: bool = False,
 ) -> Subscription:
     """Open one subscription (from the local address `source` when given; `plain`: timed when
-    read, on the loop's own transport; `encoded`: a long-poll's cursor percent-encoded);
-    returns it and a function that closes it."""
+    read, on the loop's own transport; `encoded`: a long-poll's cursor percent-encoded;
+    `compressed`: asking for gzip on SSE, NDJSON and long-poll); returns it and a function
+    that closes it."""
     if transport == "longpoll":
         poller = EncodedLongPoller if encoded else LongPoller
-        make = lambda conn: poller(conn, channel, tally, expect)  # noqa: E731
-        return await poll(url, make, poll_timeout, source, plain=plain)
+
+        def make(conn: HttpConnection) -> LongPoller:
+            made = poller(conn, channel, tally, expect)
+            made.compressed = compressed
+            return made
+
+        keep = (b"content-encoding",) if compressed else ()
+        return await poll(url, make, poll_timeout, source, keep, plain)
     if transport == "ws":
         key = base64.b64encode(os.urandom(16)).decode()
         raw = get_request(
@@ -608,7 +653,9 @@ async def subscribe(
         )
         factory: Callable[[], HeldSubscriber] = lambda: WebSocketSubscriber(tally, b"")  # noqa: E731
     elif transport in ("stream", "sse"):
-        raw = get_request(f"/{transport}/{channel}")
+        raw = get_request(
+            f"/{transport}/{channel}", {"Accept-Encoding": "gzip"} if compressed else None
+        )
         term = b"}\n" if transport == "stream" else b"}\n\n"
         factory = lambda: HeldSubscriber(tally, term)  # noqa: E731
     else:

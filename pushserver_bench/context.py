@@ -45,6 +45,9 @@ class Bench:
     per_process: int = 5000
     encode_cursor: bool = False
     """Experiment 9: pushserver's long-poll cursor sent percent-encoded (`encodeURIComponent`)."""
+    compressed: bool = False
+    """Experiment 9: subscribers ask for gzip and inflate it; every load publishes
+    `ticker_data` (realistic quotes), so a run without it compares on the same messages."""
     """Experiments 9 and 10: subscribers per client process at most."""
 
     def size(self, full: int, quick: int) -> int:

@@ -87,6 +87,8 @@ class Target:
     sub: str
     poll_timeout: float = 60
     encode_cursor: bool = False
+    compressed: bool = False
+    """Its subscribers ask for compression (gzip) and inflate what comes compressed."""
 
     @classmethod
     def of(cls, kind: str, url: str, pub: str = "", sub: str = "") -> Target:
@@ -138,6 +140,7 @@ class Target:
                 source,
                 plain,
                 self.encode_cursor,
+                self.compressed,
             )
         path = self._path(self.sub, channel)
         if transport == "longpoll":

@@ -27,7 +27,7 @@ from .pool import ClientPool, SubPlan, merge, spread
 from .stats import ms, percentile
 from .table import Table
 from .targets import Target
-from .versus import crowded, judge, sources, unreachable
+from .versus import crowded, judge, reachable, sources
 
 SIZES = (10_000, 19_800)
 """19,800: pushserver holds its open-file limit less 100 connections, and the 1→1 long-poll,
@@ -144,9 +144,7 @@ async def run(bench: Bench) -> list[Table]:
         target = Target.of(bench.target, url, bench.pub_url, bench.sub_url)
         where = f"{target.kind} (publish {target.pub}, subscribe {target.sub})"
         table = Table(10, f"a crowd of long-polls timing out together: {where}", COLUMNS)
-        problem = await unreachable(target)
-        if problem:
-            table.errors.append(problem)
+        if not await reachable(target, table):
             return [table]
         table.notes += [
             f"N long-polls of one channel held {HOLD:g} s (at {crowd_target(target).sub}), set "

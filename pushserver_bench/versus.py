@@ -42,7 +42,7 @@ from pushserver_measure.machine import (
 )
 from pushserver_measure.verdict import BUSY
 
-from .client import BenchError, Publisher, Tally, message_data
+from .client import BenchError, Publisher, Tally, ticker_data
 from .context import Bench, channel
 from .machine import SERVER_PIDS
 from .pool import ClientPool, SubPlan, merge, spread
@@ -139,6 +139,14 @@ async def unreachable(target: Target) -> str:
     return ""
 
 
+async def reachable(target: Target, table: Table) -> bool:
+    """Whether `target` can be measured; when not, `table` says why."""
+    problem = await unreachable(target)
+    if problem:
+        table.errors.append(problem)
+    return not problem
+
+
 def sources(target: Target, n: int) -> list[str]:
     """A loopback source address per client process (the kernel's default off loopback), each
     step taking the next ones in turn (127.0.0.2 to .251), so a step's connections do not meet
@@ -183,7 +191,7 @@ def crowded(busy: float, cpu: float, wall: float, cpus: frozenset[int]) -> str:
 
 async def publish_n(publisher: Publisher, target: Target, name: str, n: int) -> None:
     for _ in range(n):
-        await publisher.send(target.publish(name, message_data()))
+        await publisher.send(target.publish(name, ticker_data()))
 
 
 def waited_on_client(reports: list[dict[str, Any]]) -> int:
@@ -245,7 +253,7 @@ async def held(
         try:
             for i in range(messages):
                 await asyncio.sleep(max(0.0, start + i / per_s - time.time()))
-                await publisher.send(target.publish(name, message_data()))
+                await publisher.send(target.publish(name, ticker_data()))
         finally:
             publisher.close()
         published = time.time() - start
@@ -298,7 +306,7 @@ async def one_to_one(
         await target.wait_subscribed(name, 1)
         cpu, own = server.cpu(), time.process_time()
         for i in range(1, messages + 1):
-            await publisher.send(target.publish(name, message_data()))
+            await publisher.send(target.publish(name, ticker_data()))
             if not await tally.reach(i, 10):
                 break
         server_cpu, client_cpu = server.cpu() - cpu, time.process_time() - own
@@ -434,7 +442,9 @@ async def held_row(
 async def run(bench: Bench) -> list[Table]:
     with bench.server() as url:
         target = Target.of(bench.target, url, bench.pub_url, bench.sub_url)
-        target = dataclasses.replace(target, encode_cursor=bench.encode_cursor)
+        target = dataclasses.replace(
+            target, encode_cursor=bench.encode_cursor, compressed=bench.compressed
+        )
         where = f"{target.kind} (publish {target.pub}, subscribe {target.sub})"
         loads = Table(9, f"held subscribers under load: {where}", HELD_COLUMNS)
         light = Table(9, f"1→1, publish cost, fan-out: {where}", LIGHT_COLUMNS)
@@ -450,7 +460,9 @@ async def run(bench: Bench) -> list[Table]:
         messages, per_s = bench.size(20, 4), 2.0 if not bench.quick else 10.0
         clients = bench.clients or list(CLIENTS)
         loads.notes += [
-            f"one channel; {messages} messages of 100 bytes at {per_s:g}/s per step; worst = "
+            f"one channel; {messages} stock quotes of about 100 bytes of JSON at {per_s:g}/s per "
+            f"step; subscribers {'ask for gzip' if bench.compressed else 'ask for no coding'}; "
+            "worst = "
             "publish→arrival over every subscriber; client: tuned = arrival is the kernel's "
             "receive timestamp, client processes kept to --client-cpus if given; plain = arrival "
             "is when data_received is called, on the loop's own transports, no pinning",

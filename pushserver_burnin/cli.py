@@ -166,8 +166,8 @@ def run_locust(args: argparse.Namespace, settings: Settings, command: str) -> No
         "--only-summary",
         "--host",
         args.host,
-        "--csv",
-        str(out / "locust"),
+        "--json-file",  # written once at the end; --csv races its own writer at exit
+        str(out / "locust_stats"),
         *locust_arguments(settings),
     ]
     workers: list[list[str]] = []

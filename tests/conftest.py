@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import resource
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,43 @@ from pushserver.launcher import ServerProcess
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if soft < hard:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+SLOW = {
+    # the measuring tools, run for real: Locust burn-ins, bench experiments, their timeouts
+    "e2e/tools/test_burnin.py",
+    "e2e/tools/test_burnin_faults.py",
+    "e2e/tools/test_bench.py",
+    "e2e/tools/test_bench_arrival.py",
+    "e2e/tools/test_bench_bare.py",
+    "e2e/tools/test_bench_nchan.py",
+    "e2e/tools/test_bench_pool.py",
+    "e2e/tools/test_bench_timeouts.py",
+    "e2e/tools/test_bench_wirebytes.py",
+    # every command of the README and the burn-in docs, as a new user runs them
+    "e2e/deploy/test_docs_walk.py",
+    # chaos, floods and lossy links: long randomised or high-volume runs
+    "e2e/redis/test_chaos_redis.py",
+    "e2e/security/test_abuse_flood.py",
+    "e2e/transports/test_lossy_links.py",
+    "e2e/http/test_fuzz_openapi.py",
+    # the JS, Java and browser suites (npm, Maven, Chromium) and nginx in front
+    "e2e/clients/test_java_client.py",
+    "e2e/clients/test_js_client.py",
+    "e2e/clients/test_browser_js.py",
+    "e2e/transports/test_compression_decoders.py",
+    "e2e/transports/test_compression_server.py",
+    "e2e/deploy/test_nginx.py",
+}
+"""Test files marked `slow`: `-m "not slow"` leaves them out (README, "Tests")."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    here = Path(__file__).parent
+    if missing := sorted(name for name in SLOW if not (here / name).exists()):
+        raise pytest.UsageError(f"tests/conftest.py SLOW names files that are not there: {missing}")
+    for item in items:
+        if item.path.relative_to(here).as_posix() in SLOW:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

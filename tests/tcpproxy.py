@@ -26,6 +26,7 @@ class TcpProxy:
         self.connections = 0  # accepted so far
         self.cuts = 0
         self.cuts_mid_line = 0  # cuts whose last forwarded byte was not a newline
+        self.answers: list[bytes] = []  # the first bytes the server sent on each connection
         self._server: asyncio.Server | None = None
         self._links: set[_Link] = set()
 
@@ -79,7 +80,7 @@ class TcpProxy:
         budget = self.cut_after() if self.cut_after else None
         link.pumps = [
             asyncio.create_task(self._pump(reader, up_writer, link, None)),
-            asyncio.create_task(self._pump(up_reader, writer, link, budget)),
+            asyncio.create_task(self._pump(up_reader, writer, link, budget, self.answers)),
         ]
         self._links.add(link)
         await asyncio.wait(link.pumps, return_when=asyncio.FIRST_COMPLETED)
@@ -97,9 +98,13 @@ class TcpProxy:
         dst: asyncio.StreamWriter,
         link: _Link,
         budget: int | None,
+        first: list[bytes] | None = None,
     ) -> None:
         with contextlib.suppress(ConnectionError):
             while data := await src.read(65536):
+                if first is not None:
+                    first.append(data)
+                    first = None
                 if link.stalled.is_set():
                     await asyncio.Future()  # hold the bytes and the connection forever
                 if budget is not None and len(data) >= budget:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Generic, TypeVar
 
+from ..wire.compression import Chain
 from ..wire.framing import Framing
 from .history import ChannelHistory
 from .messages import Event, Message
@@ -25,6 +26,7 @@ class Channel(Generic[S, W]):
     """
 
     __slots__ = (
+        "chains",
         "epoch",
         "history",
         "idle_since",
@@ -45,6 +47,8 @@ class Channel(Generic[S, W]):
         self.sent_position = cursor_part(self.name, self.epoch, self.sent_id)
         self.pending: list[Message] = []
         self.streams: dict[Framing, set[S]] = {}
+        self.chains: dict[Framing, Chain] = {}
+        """Per compressed framing, the frames deflated so far (the last one kept)."""
         self.waiters: set[W] = set()
         self.multi: set[S | W] = set()
         """Multi-channel subscribers (streams and polls) that include this channel."""

@@ -76,7 +76,6 @@ class ExpiryWatch:
     def _expire(self, sub: StreamSubscriber) -> None:
         """Tell the subscriber why, then end it like any server-side close."""
         self.hub.detach(sub)
-        framing = sub.framing
         if not sub.transport.is_closing():
-            sub.transport.write(framing.chunk(framing.event(EXPIRED, None)))
+            sub.transport.write(sub.wire([sub.framing.event(EXPIRED, None)]))
         sub.close("expired")

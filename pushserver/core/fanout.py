@@ -24,8 +24,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from ..wire.compression import Chain
 from ..wire.framing import Framing, longpoll_body
-from .messages import Event, Message
+from .messages import Event, Message, frame_events
 from .slices import slices
 from .subscription import Bound, LocalChannel, StreamSubscriber, Waiter, bounded
 
@@ -40,20 +41,21 @@ HEARTBEAT_SLICE = 500
 
 
 class Answer:
-    """One long-poll answer shared by the waiters of a fan-out, and its wrapped form."""
+    """One long-poll answer shared by the waiters of a fan-out, and its wrapped forms (one per
+    kind of waiter: plain, gzip), each built once."""
 
-    __slots__ = ("body", "count", "whole", "wrap")
+    __slots__ = ("body", "count", "wholes")
 
     def __init__(self, body: bytes, count: int) -> None:
         self.body = body
         self.count = count
-        self.wrap: Callable[[bytes], bytes] | None = None
-        self.whole = b""
+        self.wholes: dict[Callable[[bytes], bytes], bytes] = {}
 
     def wrapped(self, wrap: Callable[[bytes], bytes]) -> bytes:
-        if wrap is not self.wrap:
-            self.wrap, self.whole = wrap, wrap(self.body)
-        return self.whole
+        whole = self.wholes.get(wrap)
+        if whole is None:
+            whole = self.wholes[wrap] = wrap(self.body)
+        return whole
 
 
 class Fanout:
@@ -118,7 +120,8 @@ class Fanout:
     def fan_out(
         self, ch: LocalChannel, messages: list[Message], cut: list[StreamSubscriber]
     ) -> None:
-        """One-channel subscribers of `ch`: the same bytes for every subscriber of a framing."""
+        """One-channel subscribers of `ch`: the same bytes for every subscriber of a framing
+        (of a compressed framing: the same bytes for every one that got the frame before)."""
         ch.mark_sent(messages[-1])
         delivered = self.stats.delivered
         cursors = [m.position.encode() for m in messages]
@@ -127,9 +130,12 @@ class Fanout:
         for framing, subs in ch.streams.items():
             if not subs:
                 continue
-            frame = framing.chunk(
-                b"".join(framing.event(b, c) for b, c in zip(singles, cursors, strict=True))
-            )
+            events = frame_events(framing, messages, singles, cursors)
+            delivered[framing.name] += len(subs) * len(messages)
+            if framing.coding is not None:
+                self._fan_out_deflated(ch, framing, events, subs, cut)
+                continue
+            frame = framing.chunk(b"".join(events))
             for sub in subs:
                 transport = sub.transport
                 try:
@@ -138,10 +144,42 @@ class Fanout:
                         cut.append(sub)
                 except RuntimeError:  # closed under us; unregistered when the loss is reported
                     cut.append(sub)
-            delivered[framing.name] += len(subs) * len(messages)
         if ch.waiters:
             self._answer_waiters(ch, singles, cursors)
         self.hub.observe_fanout(time.time() - messages[0].ts)
+
+    def _fan_out_deflated(
+        self,
+        ch: LocalChannel,
+        framing: Framing,
+        events: list[bytes],
+        subs: set[StreamSubscriber],
+        cut: list[StreamSubscriber],
+    ) -> None:
+        """The compressed subscribers of a framing: each piece deflated once per form, made
+        before the loop for those that got the piece before it (nearly all), and each
+        subscriber's form picked by its `coder`."""
+        assert framing.coding is not None
+        chain = ch.chains.get(framing)
+        if chain is None:
+            chain = ch.chains[framing] = Chain(framing.coding)
+        pieces = [chain.add(unit) for unit in framing.units(events)]
+        for piece in pieces:
+            piece.after(0)
+        one = pieces[0] if len(pieces) == 1 else None
+        limit = self.max_buffer_bytes
+        for sub in subs:
+            transport = sub.transport
+            coder = sub.coder
+            assert coder is not None
+            try:
+                transport.write(
+                    coder.take(one) if one is not None else b"".join(map(coder.take, pieces))
+                )
+                if transport.get_write_buffer_size() > limit:
+                    cut.append(sub)
+            except RuntimeError:  # closed under us; unregistered when the loss is reported
+                cut.append(sub)
 
     def _answer_waiters(self, ch: LocalChannel, singles: list[bytes], cursors: list[bytes]) -> None:
         """One-channel long-polls of `ch`: one answer per distinct bound, built on first use,
@@ -195,7 +233,7 @@ class Fanout:
         The one-channel fan-out keeps its own copy of this inline: it is the hot loop.
         """
         try:
-            sub.transport.write(sub.framing.chunk(sub.encode(sub.framing, events)))
+            sub.transport.write(sub.wire(sub.frames(sub.framing, events)))
             if sub.transport.get_write_buffer_size() > self.max_buffer_bytes:
                 cut.append(sub)
         except RuntimeError:  # closed under us; unregistered when the loss is reported
@@ -235,8 +273,10 @@ class Fanout:
             for sub in subs:
                 if sub not in streams:
                     continue  # gone during an earlier slice
-                frame = frames.get(sub.framing)
-                if frame is None:
-                    frame = frames[sub.framing] = sub.framing.chunk(sub.framing.comment(b""))
+                frame = frames.get(sub.framing) if sub.coder is None else None
+                if frame is None:  # made once per framing, or by a compressed stream's chain
+                    frame = sub.heartbeat()
+                    if sub.coder is None:
+                        frames[sub.framing] = frame
                 with contextlib.suppress(RuntimeError):
                     sub.transport.write(frame)

@@ -7,13 +7,17 @@ to the cursor) plus the per-subscription cursor and a fixed tail.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
+from ..wire.framing import Framing
 from .positions import cursor_part
 
 ENVELOPE_TAIL = b'"}'
+DATA_KEY = b',"data":'
+CURSOR_KEY = b',"cursor":"'
 
 
 class Message:
@@ -61,6 +65,16 @@ class Message:
             )
         return head
 
+    @property
+    def payload(self) -> bytes:
+        """The published JSON value alone (the compact SSE framing's `data:`); a kept message
+        has only its envelope head, where it stands between `"data":` and `"cursor":` (a
+        channel's name has no quote, so the first `,"data":` is the key)."""
+        if self.data:
+            return self.data
+        head = self.head
+        return head[head.index(DATA_KEY) + len(DATA_KEY) : -len(CURSOR_KEY)]
+
     def body(self, cursor: bytes) -> bytes:
         """The envelope, carrying the subscription's cursor after this message."""
         head = self._head
@@ -97,6 +111,21 @@ class Gap:
 
 
 Event = Message | Gap
+
+
+def frame_events(
+    framing: Framing, events: Sequence[Event], bodies: Sequence[bytes], cursors: Sequence[bytes]
+) -> list[bytes]:
+    """Each event as `framing` sends it, given its envelope and the cursor after it; a framing
+    that sends a message's parts apart (`Framing.parts`) gets them."""
+    if not framing.parts:
+        return [framing.event(b, c) for b, c in zip(bodies, cursors, strict=True)]
+    return [
+        framing.message(b, c, e.channel.encode(), e.payload)
+        if isinstance(e, Message)
+        else framing.event(b, c)
+        for e, b, c in zip(events, bodies, cursors, strict=True)
+    ]
 
 
 def control(event: dict[str, Any]) -> bytes:

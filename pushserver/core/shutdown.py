@@ -47,7 +47,7 @@ class Shutdown:
         for sub in list(self.hub.streams):
             body = control({"type": "reconnect", "cursor": sub.cursor})
             with contextlib.suppress(Exception):
-                sub.transport.write(sub.framing.chunk(sub.framing.event(body, None)))
+                sub.transport.write(sub.wire([sub.framing.event(body, None)]))
             sub.close("shutdown")
 
     async def answered(self) -> None:

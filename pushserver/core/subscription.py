@@ -10,9 +10,10 @@ import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+from ..wire.compression import Receiver
 from ..wire.framing import Framing, longpoll_body
 from .channel import Channel
-from .messages import Event, Gap
+from .messages import Event, Gap, frame_events
 from .positions import Cursor
 
 
@@ -97,24 +98,50 @@ class Subscription:
             cursor = event.position.encode() if single else self.advance(event)
             yield event.body(cursor), cursor
 
-    def encode(self, framing: Framing, events: Iterable[Event]) -> bytes:
-        """Events framed for a held connection (backlog and multi-channel fan-out)."""
-        return b"".join(framing.event(body, cursor) for body, cursor in self.framed(events))
+    def frames(self, framing: Framing, events: Sequence[Event]) -> list[bytes]:
+        """Events framed for this subscription alone (backlog and multi-channel fan-out),
+        each with its cursor after it."""
+        framed = list(self.framed(events))
+        return frame_events(framing, events, [b for b, _ in framed], [c for _, c in framed])
 
 
 class StreamSubscriber(Subscription):
     """A held NDJSON, SSE or WebSocket connection, written to straight from the fan-out loop.
 
-    Each transport says in `end` how the server closes it; `reason` records why it ended.
+    Each transport says in `end` how the server closes it; `reason` records why it ended. A
+    compressed one (its framing has a `coding`) has a `coder`: its place in its channel's chain
+    of deflated frames, through which everything written to it goes.
     """
 
-    __slots__ = ("framing", "reason", "transport")
+    __slots__ = ("coder", "framing", "reason", "transport")
 
-    def __init__(self, start: Start, transport: asyncio.Transport, framing: Framing) -> None:
+    def __init__(
+        self,
+        start: Start,
+        transport: asyncio.Transport,
+        framing: Framing,
+        coder: Receiver | None = None,
+    ) -> None:
         super().__init__(start)
         self.transport = transport
         self.framing = framing
+        self.coder = coder
         self.reason: str | None = None
+
+    def wire(self, frames: list[bytes]) -> bytes:
+        """Framed events (or comments) for this connection alone, as its socket takes them:
+        chunked, and deflated here when it is compressed."""
+        coder = self.coder
+        if coder is None:
+            return self.framing.chunk(b"".join(frames))
+        return b"".join(map(coder.own, self.framing.units(frames)))
+
+    def heartbeat(self) -> bytes:
+        """A heartbeat's bytes; a compressed stream's keep its chain (`Receiver.beat`)."""
+        coder = self.coder
+        if coder is not None and coder.coding.heartbeat:
+            return coder.beat()
+        return self.framing.chunk(self.framing.comment(b""))
 
     def close(self, reason: str) -> None:
         """End the connection from the server side (once): cut off, expired or shutting down."""

@@ -161,6 +161,19 @@ class Receiver:
         return self.coding.heartbeat_block
 
 
+class LoneReceiver(Receiver):
+    """A connection that gets every frame on its own: a permessage-deflate client that asked
+    for `server_no_context_takeover` (its window is emptied after each message)."""
+
+    __slots__ = ()
+
+    def take(self, frame: Deflated) -> bytes:
+        return frame.forms.get(-1) or frame.after(-1)
+
+    def own(self, data: bytes) -> bytes:
+        return self.coding.wrap(deflate(data))
+
+
 class GzipStream(Receiver):
     """A held response with `Content-Encoding: gzip`: `GZIP_HEADER` first, then each frame's
     deflate blocks, and, when the server ends the stream, `end()`: the trailer needs the CRC-32
@@ -185,6 +198,13 @@ class GzipStream(Receiver):
         self.crc = zlib.crc32(heartbeat, self.crc)
         self.size += len(heartbeat)
         return Receiver.beat(self)
+
+    def start(self, data: bytes) -> bytes:
+        """`GZIP_HEADER` and the stream's first bytes (`data`), in one piece: a proxy that
+        passes a response's first chunk and holds the rest back still passes a start the client
+        decodes, and a decoder reading the header first is not kept waiting."""
+        wrap = self.coding.wrap
+        return self.take(Deflated(data, None, Coding(lambda block: wrap(GZIP_HEADER + block))))
 
     def end(self) -> bytes:
         """The final block and the trailer: after them the body is one complete gzip member."""

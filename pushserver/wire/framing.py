@@ -6,17 +6,44 @@ every subscriber of that framing.
 
 from __future__ import annotations
 
-from .websocket import PING, TEXT, ws_frame
+from .compression import Coding, permessage_deflate
+from .websocket import PING, RSV1, TEXT, ws_frame
 
 
 class Framing:
-    """How one kind of held connection frames an event, a heartbeat and chunked transfer."""
+    """How one kind of held connection frames an event, a heartbeat and chunked transfer.
 
-    __slots__ = ("chunked", "name")
+    A framing's compressed twin (`compressed()`, made once) has the same name and events and a
+    `coding`: the hub keeps its subscribers apart, deflates each of its frames once per form
+    (`wire.compression`) and each of them takes the form that suits what it got last."""
+
+    __slots__ = ("_twin", "chunked", "coding", "name")
+    parts = False
+    """Whether a message is sent in parts (`message`) rather than as its envelope."""
 
     def __init__(self, name: str, chunked: bool) -> None:
         self.name = name
         self.chunked = chunked
+        self.coding: Coding | None = None
+        """How its frames are compressed; None: they are not (every framing but a twin)."""
+        self._twin: Framing | None = None
+
+    def compressed(self) -> Framing:
+        """The same framing, compressed: for the connections that negotiated it."""
+        twin = self._twin
+        if twin is None:
+            twin = self._twin = self.__class__(self.name, self.chunked)
+            twin.coding = self.make_coding()
+        return twin
+
+    def make_coding(self) -> Coding:
+        """Deflate blocks in chunks (or as they are, unchunked), heartbeats between them."""
+        return Coding(self.chunk, self.comment(b""))
+
+    def units(self, events: list[bytes]) -> list[bytes]:
+        """What is deflated, each on its own, from a batch of framed events: one piece of a
+        byte stream (NDJSON, SSE), or each message (WebSocket)."""
+        return [b"".join(events)]
 
     def event(self, body: bytes, cursor: bytes | None) -> bytes:
         raise NotImplementedError
@@ -72,6 +99,8 @@ class SseCompactFraming(SseFraming):
     name. Control events keep the envelope framing as `message` events; so does a channel
     called `message`, whose events would otherwise look like them."""
 
+    parts = True
+
     def message(self, body: bytes, cursor: bytes, channel: bytes, data: bytes) -> bytes:
         if channel == b"message":
             return self.event(body, cursor)
@@ -79,13 +108,28 @@ class SseCompactFraming(SseFraming):
 
 
 class WebSocketFraming(Framing):
-    """Unmasked server-to-client text frames, built once and written straight to the socket."""
+    """Unmasked server-to-client text frames, built once and written straight to the socket.
+    Compressed (permessage-deflate), an event is the message's payload, framed once deflated
+    (RSV1 set); pings carry nothing and do not touch the deflate window."""
 
     def event(self, body: bytes, cursor: bytes | None) -> bytes:
+        if self.coding is not None:
+            return body
         return ws_frame(TEXT, body)
+
+    def make_coding(self) -> Coding:
+        return Coding(deflated_text)
+
+    def units(self, events: list[bytes]) -> list[bytes]:
+        return events
 
     def comment(self, text: bytes) -> bytes:
         return ws_frame(PING, b"")
+
+
+def deflated_text(block: bytes) -> bytes:
+    """A compressed text message: RSV1 set (RFC 7692 section 6)."""
+    return ws_frame(RSV1 | TEXT, permessage_deflate(block))
 
 
 NDJSON = NdjsonFraming("stream", chunked=True)

@@ -15,10 +15,13 @@ import codecs
 import logging
 import struct
 
+from websockets.extensions import Extension
 from websockets.frames import Frame, Opcode
 from websockets.protocol import SEND_EOF, Protocol, Side, State
 
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
+RSV1 = 0x40
+"""The first reserved bit: set on a compressed message's first frame (RFC 7692 section 6)."""
 MAX_FRAME = 64 << 10
 """Largest client frame accepted; a longer one is refused with 1009."""
 PROTOCOL_ERROR, INVALID_DATA = 1002, 1007
@@ -42,8 +45,10 @@ def ws_frame(opcode: int, payload: bytes) -> bytes:
     return struct.pack("!BBQ", first, 127, n) + payload
 
 
-def _open_protocol() -> Protocol:
-    return Protocol(Side.SERVER, state=State.OPEN, max_size=(None, MAX_FRAME), logger=LOG)
+def _open_protocol(extensions: list[Extension]) -> Protocol:
+    protocol = Protocol(Side.SERVER, state=State.OPEN, max_size=(None, MAX_FRAME), logger=LOG)
+    protocol.extensions = extensions
+    return protocol
 
 
 class ClientReader:
@@ -53,12 +58,16 @@ class ClientReader:
     `feed` and `close` return what to write, in order; an empty bytes object means "close the
     TCP connection now". Once `open` is false the connection is closing: nothing but the close
     goes out, and only the peer's close is read.
+
+    `extensions` are what the handshake negotiated (permessage-deflate's inbound side): a
+    compressed message (RSV1) is then inflated, and refused without it.
     """
 
-    __slots__ = ("_head", "_left", "_protocol", "_text", "_unfinished", "done")
+    __slots__ = ("_extensions", "_head", "_left", "_protocol", "_text", "_unfinished", "done")
 
-    def __init__(self) -> None:
-        self._protocol = _open_protocol()
+    def __init__(self, extensions: list[Extension] | None = None) -> None:
+        self._extensions = extensions or []
+        self._protocol = _open_protocol(self._extensions)
         self._unfinished = False
         """A data message has begun and not ended (its last frame had FIN clear)."""
         self._head = b""
@@ -101,7 +110,7 @@ class ClientReader:
                     # §5.4 lets a close come between the fragments of a message, and §5.5.1
                     # wants it answered; the library would fail it as an unfinished message,
                     # so it reads the close as one that starts afresh.
-                    self._protocol = _open_protocol()
+                    self._protocol = _open_protocol(self._extensions)
             end = min(size, pos + self._left - len(prefix))
             piece = prefix + data[pos:end]
             self._left -= len(piece)

@@ -265,7 +265,7 @@ class Connection(Repolls, Bodies):
         out = self.out
         if out.is_closing():
             return
-        headers = headers + self.front.cors_headers(head)
+        headers = answer.with_cors(headers, self.front.cors_headers(head))
         if body is None:
             sent = answer.head(status, headers, head.version, keeps(self.state, head))
         else:
@@ -306,7 +306,8 @@ class Connection(Repolls, Bodies):
         io = self.io
         io.wait(self.front.timeout)
         if not self.buffer:  # the usual end of a long-poll: nothing sent yet
-            io.waiting(False)
+            if self.kept is None:  # a kept poll awaits its re-poll, held: not resting
+                io.waiting(False)
         elif not self._serve_kept(self.buffer):  # a re-poll sent early, or anything else
             self._next()
 
@@ -322,7 +323,7 @@ class Connection(Repolls, Bodies):
     ) -> tuple[asyncio.Transport, bytes] | None:
         if self.out.is_closing():
             return None
-        headers = headers + self.front.cors_headers(head)
+        headers = answer.with_cors(headers, self.front.cors_headers(head))
         if status == 101:
             sent = answer.head(status, headers, head.version)
         else:  # a held response: its connection is never reused

@@ -105,6 +105,18 @@ def json_answer(body: bytes) -> bytes:
     return (_PLAIN % (len(body), http_date())).encode() + body
 
 
+def with_cors(headers: list[tuple[str, str]], cors: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`headers` and the CORS headers `cors`, with one `Vary` line for both (CORS varies with
+    `Origin`, a compressed answer with `Accept-Encoding`)."""
+    if not cors:
+        return headers
+    both = headers + cors
+    vary = [value for name, value in both if name == "Vary"]
+    if len(vary) < 2:
+        return both
+    return [(name, value) for name, value in both if name != "Vary"] + [("Vary", ", ".join(vary))]
+
+
 def refusal(exc: PushError) -> tuple[int, list[tuple[str, str]], bytes]:
     """Status, headers and body of the JSON error for `exc`."""
     headers = [JSON, *refusal_headers(exc).items()]

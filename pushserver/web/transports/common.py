@@ -14,11 +14,12 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from ...core.errors import InvalidInput, Unavailable, draining
-from ...core.messages import Event
+from ...core.messages import Event, frame_events
 from ...core.names import parse_channels
 from ...core.positions import Cursor, Position
 from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscription
 from ...core.tokens import verify
+from ...wire.compression import Receiver
 from ...wire.framing import Framing
 from ..http.parser import RequestHead
 from ..state import ServerState
@@ -236,9 +237,14 @@ class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
     __slots__ = ("backlog", "state")
 
     def __init__(
-        self, start: Start, transport: asyncio.Transport, framing: Framing, state: ServerState
+        self,
+        start: Start,
+        transport: asyncio.Transport,
+        framing: Framing,
+        state: ServerState,
+        coder: Receiver | None = None,
     ) -> None:
-        super().__init__(start, transport, framing)
+        super().__init__(start, transport, framing, coder)
         self.state = state
         self.backlog: deque[Event] | None = None
         """Events still to write before joining the fan-out; None once joined."""
@@ -266,18 +272,23 @@ class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
                     self.backlog = None
                     hub.attach(self)
                     return
-            transport.write(self.framing.chunk(self._slice(backlog)))
+            transport.write(self._slice(backlog))
 
     def _slice(self, backlog: deque[Event]) -> bytes:
-        """Up to `BACKLOG_SLICE` bytes of framed events, each with the cursor after it."""
-        frames: list[bytes] = []
+        """Up to `BACKLOG_SLICE` bytes of events as the socket takes them, each with the
+        cursor after it."""
+        events: list[Event] = []
+        bodies: list[bytes] = []
+        cursors: list[bytes] = []
         size = 0
         while backlog and size < BACKLOG_SLICE:
             event = backlog.popleft()
             cursor = self.advance(event)
-            frames.append(self.framing.event(event.body(cursor), cursor))
-            size += len(frames[-1])
-        return b"".join(frames)
+            events.append(event)
+            bodies.append(event.body(cursor))
+            cursors.append(cursor)
+            size += len(bodies[-1])
+        return self.wire(frame_events(self.framing, events, bodies, cursors))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.backlog = None

@@ -9,16 +9,20 @@ a kept-alive connection reads its next request on the same protocol."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from collections.abc import Awaitable, Mapping
 from typing import TYPE_CHECKING
 
 from ...core.errors import InvalidInput, PushError, draining
-from ...core.subscription import Bound, Start, Waiter
+from ...core.positions import cursor_part
+from ...core.subscription import Bound, LocalChannel, Start, Waiter
+from ...wire.compression import GZIP_MIN_BYTES, gzip_body
 from ...wire.framing import longpoll_body
 from ..http import answer
 from ..http.answer import JSON, NO_CACHE, json_answer
+from ..http.coding import GZIP, VARY, Accepts, accepts
 from ..http.parser import RequestHead
 from ..state import ServerState
 from . import probe
@@ -81,6 +85,42 @@ def script_safe(body: bytes) -> bytes:
     return body.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
 
 
+def accepted(settings: Settings, head: RequestHead) -> Accepts | None:
+    """What codings `head`'s answer may come in; None when the server compresses nothing."""
+    if not settings.compress:
+        return None
+    return accepts(head.headers.get("accept-encoding"))
+
+
+@functools.lru_cache(maxsize=32)
+def gzip_once(body: bytes) -> bytes:
+    """`gzip_body`, once for the polls answered with the same body (the same backlog)."""
+    return gzip_body(body)
+
+
+def encoded(
+    headers: list[tuple[str, str]], body: bytes, accepted: Accepts | None
+) -> tuple[list[tuple[str, str]], bytes]:
+    """An answer as its request accepts it: gzip from `GZIP_MIN_BYTES` (of any size when the
+    request refuses it as it is), with `Vary` whenever it accepts gzip."""
+    if accepted is None or not accepted.gzip:
+        return headers, body
+    if len(body) < GZIP_MIN_BYTES and accepted.identity:
+        return [*headers, VARY], body
+    return [*headers, GZIP, VARY], gzip_once(body)
+
+
+VARIED = (NO_CACHE, JSON, VARY)
+GZIPPED = (NO_CACHE, JSON, GZIP, VARY)
+
+
+def gzip_json_answer(body: bytes) -> bytes:
+    """`json_answer` for a request that accepts gzip: the body gzipped from `GZIP_MIN_BYTES`."""
+    if len(body) < GZIP_MIN_BYTES:
+        return answer.whole(200, VARIED, "1.1", True, body)
+    return answer.whole(200, GZIPPED, "1.1", True, gzip_once(body))
+
+
 def _callback(query: Mapping[str, str]) -> str | None:
     callback = query.get("callback")
     if not callback:  # empty is as if not given, as for every other parameter
@@ -105,6 +145,10 @@ class Poll(Waiter):
         """Headers and body of the answer carrying `body`."""
         return [NO_CACHE, JSON], body
 
+    def encoded(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        """`content` as the request accepts it (gzip from `GZIP_MIN_BYTES`)."""
+        return self.content(body)
+
     def keeps_alive(self) -> bool:
         """Whether its connection is kept alive after its answer (if the server goes on)."""
         return True
@@ -119,10 +163,7 @@ class Poll(Waiter):
         """From the front end, after the answer: the connection goes on to its next request."""
         conn = self.conn
         self._leave()
-        if self.reusable():
-            conn.keep(self)  # for the client's next poll, which the channel most likely awaits
-        else:
-            self.let_go()
+        self.release()
         conn.finish(self.keeps_alive())
 
     def _leave(self) -> None:
@@ -131,7 +172,7 @@ class Poll(Waiter):
         state.hub.remove_waiter(self)
         state.admission.leave(NAME, self.remote)
 
-    def let_go(self) -> None:
+    def release(self) -> None:
         """Give back its channels (the end of a poll not held again)."""
         self.conn.state.hub.release(self.channels)
 
@@ -146,13 +187,7 @@ class Poll(Waiter):
         if not self.replied:
             self.replied = True
             self._leave()
-            self.let_go()
-
-    def reusable(self) -> bool:
-        """Whether the connection may keep this answered poll for its next one: a plain poll
-        of one channel that has had a message (so keeping it holds no state that would
-        otherwise go)."""
-        return False
+            self.release()
 
 
 class HeadedPoll(Poll):
@@ -175,34 +210,54 @@ class HeadedPoll(Poll):
             return [NO_CACHE, JSON], body
         return [NO_CACHE, JAVASCRIPT], b"%b(%b);" % (self.callback.encode(), script_safe(body))
 
+    def encoded(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        return encoded(*self.content(body), accepted(self.conn.state.settings, self.head))
+
     def keeps_alive(self) -> bool:
         return self.head.keep_alive
 
     def resolve(self, body: bytes) -> None:
         if not self.replied:
             self.replied = True
-            self.conn.answer(self.head, 200, *self.content(body))
+            self.conn.answer(self.head, 200, *self.encoded(body))
             # Done with after the fan-out loop: it is iterating the hub's waiters, and the last
             # waiter's answer should not wait for the others'.
             self.conn.settle(self)
 
 
 class PlainPoll(Poll):
-    """A plain HTTP/1.1 keep-alive poll, answered with bytes the fan-out prebuilt."""
+    """A plain HTTP/1.1 keep-alive poll, answered with bytes the fan-out prebuilt.
+
+    Answered, a poll of one channel that has had a message stays with its connection, awaiting
+    the client's next poll (`Exchange.keep`): still counted as a held long-poll (its slot kept,
+    not counted out and back in), its connection not resting in the door (not closed to make
+    room as an idle keep-alive would be), its channel still open. Its re-poll holds it again
+    (`reuse`); anything else lets it go (`let_go`): slot and channel given back, once."""
 
     __slots__ = ()
     wrap = staticmethod(json_answer)
 
-    def reusable(self) -> bool:
+    def done(self) -> None:
+        conn = self.conn
         ch = self.single
-        return ch is not None and not ch.unstarted
+        if ch is None or ch.unstarted:  # nothing kept: no state held that would otherwise go
+            super().done()
+            return
+        conn.state.hub.remove_waiter(self)  # answered by its hold time: still registered
+        conn.keep(self)  # for the client's next poll, which the channel most likely awaits
+        conn.finish(True)
+
+    def let_go(self) -> None:
+        """Not held again: its slot and its channels given back."""
+        self.conn.state.admission.leave(NAME, self.remote)
+        self.release()
 
     def reuse(self, request: PollRequest, cursor: str) -> bool:
         """Serve `request`'s head with `cursor` with this kept poll: hold it again when the
         cursor is where its channel is (nothing to answer with, so nothing to look up), or
         answer at once with what the channel has had since (the same answer for every client
-        at that cursor, built once) and keep it again. Else give back its channels and return
-        False: the request is then served as a new poll."""
+        at that cursor, built once) and keep it again. Else let it go and return False: the
+        request is then served as a new poll."""
         ch = self.single
         conn = self.conn
         state = conn.state
@@ -217,36 +272,34 @@ class PlainPoll(Poll):
         ):
             self.let_go()
             return False
-        at_head = cursor == ch.sent_position
-        try:
-            body = None if at_head else request.missed.body(self, cursor)
-            if body is None and not at_head:
-                self.let_go()
-                return False
-            # Counted as a new poll would be (refused when full), though an answer at once
-            # gives its slot back at once.
+        if cursor == ch.sent_position:
             if state.draining:
+                self.let_go()
                 raise draining()
-            state.admission.admit(NAME, self.remote)
-        except PushError:
-            self.let_go()
-            raise
-        if at_head:
             self.replied = False
             self.hold(request.timeout if subscribe.expires is None else request.hold_time())
             return True
-        assert body is not None
-        state.admission.leave(NAME, self.remote)
-        conn.send(json_answer(body))
+        try:
+            body = request.missed.body(self, cursor)
+            if state.draining:
+                raise draining()
+        except PushError:
+            self.let_go()
+            raise
+        if body is None:
+            self.let_go()
+            return False
+        conn.send(self.wrap(body))
         conn.keep(self)
         conn.finish(True)
         return True
 
     def resolve(self, body: bytes) -> None:
         if self.conn.state.draining:  # the connection closes after it: the head says so
-            self.send(answer.whole(200, (NO_CACHE, JSON), "1.1", False, body))
+            headers, body = self.encoded(body)
+            self.send(answer.whole(200, tuple(headers), "1.1", False, body))
         else:
-            self.send(json_answer(body))
+            self.send(self.wrap(body))
 
     def send(self, answer: bytes) -> None:
         if not self.replied:
@@ -254,6 +307,16 @@ class PlainPoll(Poll):
             conn = self.conn
             conn.send(answer)
             conn.settle(self)
+
+
+class GzipPlainPoll(PlainPoll):
+    """A plain poll whose request accepts gzip (and its answer as it is)."""
+
+    __slots__ = ()
+    wrap = staticmethod(gzip_json_answer)
+
+    def encoded(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
+        return encoded(*self.content(body), Accepts(True, True))
 
 
 def handle(conn: Exchange, head: RequestHead) -> Awaitable[None] | None:
@@ -288,6 +351,9 @@ class Missed:
         None when the channel has nothing for it; raises InvalidInput for a bad cursor."""
         ch = poll.single
         assert ch is not None
+        last = _one_behind(ch, cursor)
+        if last is not None:
+            return last
         key = (ch.name, ch.epoch, ch.sent_id, ch.history.first, cursor)
         if key == self.key:
             return self.answer
@@ -296,6 +362,22 @@ class Missed:
         if answer is None or len(answer) <= MISSED_KEPT_BYTES:
             self.key, self.answer = key, answer
         return answer
+
+
+def _one_behind(ch: LocalChannel, cursor: str) -> bytes | None:
+    """The answer for a cursor one message behind `ch`'s head, from the history's last entry,
+    without reading the cursor or building a backlog: a one-to-one client's re-poll, read
+    after the publish it raced with (a new body per message, so `Missed` keeps none). None
+    for any other cursor, or when the history no longer has that message."""
+    sent = ch.sent_id
+    history = ch.history
+    if history.last_id != sent or cursor != cursor_part(ch.name, ch.epoch, sent - 1):
+        return None
+    last = history.messages(sent - 1, sent)
+    if not last or last[0].epoch != ch.epoch:
+        return None
+    position = ch.sent_position
+    return longpoll_body([last[0].body(position.encode())], position)
 
 
 @dataclasses.dataclass(slots=True, frozen=True, eq=False)
@@ -308,8 +390,8 @@ class PollRequest:
     timeout: float
     callback: str | None
     bound: Bound
-    plain: bool
-    """Whether its answer is a `PlainPoll`'s (`_plain`, no JSONP)."""
+    plain: type[PlainPoll] | None
+    """The class of its poll when it is a plain one (`_plain`, no JSONP, gzip or not)."""
     missed: Missed = dataclasses.field(default_factory=Missed)
 
     @classmethod
@@ -321,7 +403,13 @@ class PollRequest:
         timeout = _timeout(query, settings.default_timeout, settings.max_timeout)
         callback = _callback(query)
         bound = _bound(query, state)
-        plain = callback is None and _plain(settings, head)
+        plain: type[PlainPoll] | None = None
+        if callback is None and _plain(settings, head):
+            coding = accepted(settings, head)
+            if coding is None or not coding.gzip:
+                plain = PlainPoll
+            elif coding.identity:  # refused, it is rare enough for a HeadedPoll
+                plain = GzipPlainPoll
         return cls(head, subscribe, timeout, callback, bound, plain)
 
     def again(self, conn: Exchange, cursor: str) -> Awaitable[None] | None:
@@ -370,13 +458,13 @@ class PollRequest:
         head = self.head
         timeout = self.hold_time()
         poll: Poll
-        if self.plain:
-            poll, events = begin(start, PlainPoll, self.bound, conn)
+        if self.plain is not None:
+            poll, events = begin(start, self.plain, self.bound, conn)
         else:
             poll, events = begin(start, HeadedPoll, self.bound, conn, head, self.callback)
         if events or timeout == 0 or conn.closing():
             body = poll.answer(events)[0] if events else longpoll_body([], poll.cursor)
-            conn.reply(head, 200, *poll.content(body))
+            conn.reply(head, 200, *poll.encoded(body))
         else:
             sub_req.hand_over()  # to the held poll, which gives slot and channels back
             poll.hold(timeout)
@@ -386,7 +474,11 @@ def check(conn: Exchange, head: RequestHead) -> Headers:
     """The checks of `handle`, in its order, nothing held."""
     poll = PollRequest.parse(conn, head)
     probe.check_subscription(conn, head, poll.subscribe, head.query.get("cursor", ""))
-    return [NO_CACHE, JSON if poll.callback is None else JAVASCRIPT]
+    headers = [NO_CACHE, JSON if poll.callback is None else JAVASCRIPT]
+    coding = accepted(conn.state.settings, head)
+    if coding is not None and coding.gzip:  # gzip or not, the GET's length says
+        headers.append(VARY)
+    return headers
 
 
 TRANSPORT = Transport("lp", NAME, handle, check)

@@ -3,7 +3,7 @@ EventSource resumes through `Last-Event-ID` by itself."""
 
 from __future__ import annotations
 
-from ...wire.framing import SSE, SSE_PLAIN
+from ...wire.framing import SSE, SSE_COMPACT, SSE_COMPACT_PLAIN, SSE_PLAIN
 from ..http.parser import RequestHead
 from .held import HeldKind, held_transport
 
@@ -14,4 +14,14 @@ def cursor_of(head: RequestHead) -> str:
     return head.headers.get("last-event-id") or head.query.get("cursor", "")
 
 
-TRANSPORT = held_transport("sse", HeldKind("sse", "text/event-stream", SSE, SSE_PLAIN, cursor_of))
+TRANSPORT = held_transport(
+    "sse",
+    HeldKind(
+        "sse",
+        "text/event-stream",
+        SSE,
+        SSE_PLAIN,
+        cursor_of,
+        (SSE_COMPACT, SSE_COMPACT_PLAIN),
+    ),
+)

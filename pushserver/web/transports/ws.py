@@ -16,6 +16,13 @@ from typing import TYPE_CHECKING
 from aiohttp import WSCloseCode
 
 from ...core.subscription import Start
+from ...wire.compression import (
+    Accepted,
+    LoneReceiver,
+    Receiver,
+    accept_permessage_deflate,
+    inbound_deflate,
+)
 from ...wire.framing import WEBSOCKET
 from ...wire.websocket import ClientReader
 from ..http.parser import RequestHead
@@ -45,19 +52,36 @@ READ_SHARE = 16 << 10
 
 class HeldWs(HeldSubscriber):
     """A held WebSocket subscriber; `reader` exists once the client has sent something or the
-    server has closed."""
+    server has closed. With permessage-deflate (`deflate`), its messages go out compressed
+    (`coder`) and the client's compressed ones are read."""
 
     __slots__ = ("closing", "reader")
 
-    def __init__(self, start: Start, transport: asyncio.Transport, state: ServerState) -> None:
-        super().__init__(start, transport, WEBSOCKET, state)
+    def __init__(
+        self,
+        start: Start,
+        transport: asyncio.Transport,
+        state: ServerState,
+        deflate: Accepted | None = None,
+    ) -> None:
+        if deflate is None:
+            super().__init__(start, transport, WEBSOCKET, state)
+        else:
+            framing = WEBSOCKET.compressed()
+            assert framing.coding is not None
+            coder = (Receiver if deflate.chained else LoneReceiver)(framing.coding)
+            super().__init__(start, transport, framing, state, coder)
         self.reader: ClientReader | None = None
         self.closing = False
 
-    def data_received(self, data: bytes) -> None:
+    def _reader(self) -> ClientReader:
         reader = self.reader
         if reader is None:
-            reader = self.reader = ClientReader()
+            reader = self.reader = ClientReader(None if self.coder is None else [inbound_deflate()])
+        return reader
+
+    def data_received(self, data: bytes) -> None:
+        reader = self._reader()
         if len(data) > READ_SHARE:
             self.transport.pause_reading()
         self._read(reader, data, 0)
@@ -81,9 +105,7 @@ class HeldWs(HeldSubscriber):
         if self.transport.is_closing():
             return
         reason = str(self.reason)
-        reader = self.reader
-        if reader is None:
-            reader = self.reader = ClientReader()
+        reader = self._reader()
         self._send(reader, reader.close(CLOSE_CODES.get(reason, WSCloseCode.GOING_AWAY), reason))
 
     def _send(self, reader: ClientReader, out: list[bytes]) -> None:
@@ -116,17 +138,29 @@ class HeldWs(HeldSubscriber):
         self.state.hub.shutdown.closed(self)
 
 
+def negotiate(state: ServerState, head: RequestHead) -> Accepted | None:
+    """The permessage-deflate this connection gets (RFC 7692): None when the server does not
+    compress or the client offers none the server takes."""
+    offers = head.headers.get("sec-websocket-extensions")
+    if not offers or not state.settings.compress:
+        return None
+    return accept_permessage_deflate(offers)
+
+
 async def handle(conn: Exchange, head: RequestHead) -> None:
     sub_req = subscribe_request(conn.state, head, conn.remote(head), NAME)
     try:
         start = await open_channels(sub_req)  # a bad cursor is refused before the handshake
         headers = [("Upgrade", "websocket"), ("Connection", "upgrade")]
         headers.append(("Sec-WebSocket-Accept", accept(head)))
+        deflate = negotiate(sub_req.state, head)
+        if deflate is not None:
+            headers.append(("Sec-WebSocket-Extensions", deflate.header))
         upgraded = conn.hand_over(head, 101, headers)
         if upgraded is None:
             return
         transport, rest = upgraded
-        sub, events = begin(start, HeldWs, transport, sub_req.state)
+        sub, events = begin(start, HeldWs, transport, sub_req.state, deflate)
         take_over(transport, sub_req, sub, events)
     finally:
         sub_req.release()

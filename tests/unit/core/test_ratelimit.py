@@ -1,6 +1,7 @@
 """The publish token bucket: a burst of one second's worth, then the refill rate.
 
-(That idle buckets are dropped and their number capped is in tests/test_security_limits.py.)
+(That idle buckets are dropped and their number capped is in
+tests/e2e/security/test_security_limits.py.)
 """
 
 from __future__ import annotations

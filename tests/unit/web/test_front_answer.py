@@ -28,3 +28,15 @@ def test_the_long_poll_answer_is_the_plain_whole_answer() -> None:
     body = b'{"messages":[],"cursor":""}'
     plain = answer.whole(200, (answer.NO_CACHE, answer.JSON), "1.1", True, body)
     assert answer.json_answer(body) == plain
+
+
+def test_cors_and_compression_share_one_vary_line():
+    compressed = [("Content-Encoding", "gzip"), ("Vary", "Accept-Encoding")]
+    cors = [("Access-Control-Allow-Origin", "*"), ("Vary", "Origin")]
+    assert answer.with_cors(compressed, cors) == [
+        ("Content-Encoding", "gzip"),
+        ("Access-Control-Allow-Origin", "*"),
+        ("Vary", "Accept-Encoding, Origin"),
+    ]
+    assert answer.with_cors(compressed, []) is compressed
+    assert answer.with_cors([], cors) == cors
