@@ -6,11 +6,12 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
-from urllib.parse import urlsplit
+from urllib.parse import quote
 
 from . import __version__, token_cli
 from .config import ConfigError, Settings, add_arguments, load
 from .core.tokens import weak_secret
+from .redis_urls import parse_redis_url, redacted
 from .usage import OneLineParser
 
 
@@ -41,15 +42,17 @@ CHECK_TIMEOUT = 5.0
 
 
 def redis_nodes(url: str) -> list[str]:
-    """The plain redis:// URLs of the nodes a --redis URL names: itself, or for the
-    +cluster and +sentinel forms each seed host:port (with the URL's credentials)."""
-    parts = urlsplit(url)
-    scheme, plus, _ = parts.scheme.partition("+")
-    if not plus:
+    """The plain redis:// URLs of the nodes a --redis URL names: itself; for a cluster each
+    seed node, with the URL's credentials; for Sentinel each sentinel (the credentials are the
+    master's, not theirs)."""
+    target = parse_redis_url(url)
+    if target.kind == "single":
         return [url]
-    login = parts.netloc.rpartition("@")[0]
-    prefix = f"{scheme}://{login}@" if login else f"{scheme}://"
-    return [prefix + node for node in parts.netloc.rpartition("@")[2].split(",") if node]
+    scheme = "rediss" if target.tls else "redis"
+    login = ""
+    if target.kind == "cluster" and (target.username or target.password):
+        login = f"{quote(target.username or '')}:{quote(target.password or '')}@"
+    return [f"{scheme}://{login}{host}:{port}" for host, port in target.hosts]
 
 
 def redis_problem(url: str) -> str:
@@ -68,12 +71,12 @@ def redis_problem(url: str) -> str:
             problems.append(str(exc) or type(exc).__name__)
         finally:
             client.close()
-    return f"--redis {url}: cannot reach Redis: {'; '.join(problems)}"
+    return f"--redis {redacted(url)}: cannot reach Redis: {'; '.join(problems)}"
 
 
 def summary(settings: Settings) -> str:
     """The one line `--check` prints for good settings."""
-    broker = f"redis at {settings.redis} (PING answered)" if settings.redis else "memory"
+    broker = f"redis at {redacted(settings.redis)} (PING answered)" if settings.redis else "memory"
     processes = "1 process" if settings.workers == 1 else f"{settings.workers} workers"
     return (
         f"pushserver: settings OK: would listen on {settings.host}:{settings.port}, "

@@ -15,10 +15,11 @@ import os
 import re
 import resource
 import tomllib
-import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .redis_urls import BadRedisUrl, RedisTarget, parse_redis_url, redacted
 
 ENV_PREFIX = "PUSHSERVER_"
 EXTENSION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
@@ -59,8 +60,16 @@ class Settings:
     )
     redis: str = _setting(
         "",
-        "Redis URL (redis://host:port/db) for the Redis broker; empty = memory broker",
+        "Redis for the Redis broker: redis://host:port/db (rediss:// TLS, unix://), a cluster "
+        "redis+cluster://host:port[,host:port...] (rediss+cluster:// TLS), or Sentinel "
+        "redis+sentinel://host:port[,host:port...]/master[/db]; empty = memory broker",
         metavar="URL",
+    )
+    redis_replicas: int = _setting(
+        -1,
+        "replicas that must hold a publish (Redis WAIT) before it is acknowledged and delivered; "
+        "a shard with fewer live replicas refuses publishes; -1 = 1 for a cluster or Sentinel, "
+        "0 for one Redis",
     )
     history_size: int = _setting(100, "messages kept per channel for resuming clients")
     history_ttl: float = _setting(300.0, "seconds a message stays in a channel's history")
@@ -163,6 +172,18 @@ class Settings:
     def gc_thresholds(self) -> tuple[int, int, int]:
         a, b, c = (int(x) for x in self.gc_threshold.split(","))
         return a, b, c
+
+    @property
+    def redis_target(self) -> RedisTarget:
+        """`redis` read (checked by `validate`)."""
+        return parse_redis_url(self.redis)
+
+    @property
+    def wait_replicas(self) -> int:
+        """`redis_replicas` with its default resolved for the kind of Redis named."""
+        if self.redis_replicas >= 0:
+            return self.redis_replicas
+        return 0 if not self.redis or self.redis_target.kind == "single" else 1
 
     @property
     def cors_origins(self) -> tuple[str, ...]:
@@ -272,6 +293,8 @@ def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Set
     for name in POSITIVE:
         if getattr(settings, name) <= 0:
             raise bad(name, "positive")
+    if settings.redis_replicas < -1:
+        raise bad("redis_replicas", "-1 (the default for the kind of Redis) or 0 or more")
     if not 0 <= settings.max_flush_delay <= 0.1:
         raise bad("max_flush_delay", "0..0.1 seconds")
     if not 0 <= settings.default_timeout <= settings.max_timeout:
@@ -287,8 +310,12 @@ def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Set
     _check_head_limits(settings, bad)
     if settings.extension and not EXTENSION.fullmatch(settings.extension):
         raise bad("extension", "MODULE:FUNCTION, as in mypackage.routes:extend")
-    if settings.redis and not _is_redis_url(settings.redis):
-        raise bad("redis", "a redis://, rediss:// or unix:// URL")
+    if settings.redis:
+        try:
+            settings.redis_target  # noqa: B018 - parses
+        except BadRedisUrl as exc:
+            label = (labels or {}).get("redis") or flag("redis")
+            raise ConfigError(f"{label} must be {exc}, got {redacted(settings.redis)!r}") from None
     return settings
 
 
@@ -336,15 +363,6 @@ def _check_head_limits(settings: Settings, bad: Callable[[str, str], ConfigError
             "max_head_bytes",
             f"at least --max-line-size + --max-field-size + {OTHER_HEADERS} ({head})",
         )
-
-
-def _is_redis_url(url: str) -> bool:
-    try:
-        parts = urllib.parse.urlsplit(url)
-        parts.port  # noqa: B018 - raises on a port out of range
-    except ValueError:
-        return False
-    return parts.scheme in ("redis", "rediss", "unix")
 
 
 def _metavar(field: dataclasses.Field) -> str | None:

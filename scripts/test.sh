@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh machine, then run every test.
-# System packages (redis-server, openssl, nginx with nchan, chromium, maven, node) come from apt
-# when missing; Python packages go into .venv; the JS and Java tests fetch their own dev
-# dependencies.
+# System packages (redis-server and redis-cli, openssl, nginx with nchan, chromium, maven, node)
+# come from apt when missing; Python packages go into .venv; the JS and Java tests fetch their own
+# dev dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
 command -v redis-server >/dev/null || missing+=(redis-server)
+command -v redis-cli >/dev/null || missing+=(redis-tools)
 command -v openssl >/dev/null || missing+=(openssl)
 command -v nginx >/dev/null || missing+=(nginx-light)
 [ -e /usr/lib/nginx/modules/ngx_nchan_module.so ] || missing+=(libnginx-mod-nchan)

@@ -13,12 +13,16 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 
 import pytest
 import redis
 
 REDIS_SERVER = shutil.which("redis-server")
+REPLICATION = ("--repl-diskless-sync-delay", "0")
+"""For a primary with replicas: a replica's first sync starts at once (the default waits 5 s
+for more replicas to share it)."""
 
 
 def free_port() -> int:
@@ -42,20 +46,34 @@ class RedisServer:
     def client(self) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
 
+    @property
+    def config_file(self) -> Path:
+        """Empty at first: a Sentinel that reconfigures this server saves its role there
+        (`CONFIG REWRITE`), and a restart on the same port reads it back."""
+        return Path(self.dir.name) / "redis.conf"
+
+    def pick_ports(self, port: int | None) -> None:
+        """The ports of one attempt to start: `port`, or a free one."""
+        self.port = port or free_port()
+
+    def command(self) -> list[str]:
+        if not self.config_file.exists():
+            self.config_file.touch()
+        return [
+            REDIS_SERVER or "redis-server",
+            str(self.config_file),
+            *("--port", str(self.port), "--bind", "127.0.0.1"),
+            *("--save", "", "--appendonly", "no", "--dir", self.dir.name),
+            *self.args,
+        ]
+
     def start(self, port: int | None = None, timeout: float = 10.0) -> RedisServer:
         """Start on `port` (a free one if None) and wait until it answers PING."""
         deadline = time.monotonic() + timeout
         while True:
-            self.port = port or free_port()
+            self.pick_ports(port)
             self.proc = subprocess.Popen(
-                [
-                    REDIS_SERVER or "redis-server",
-                    *("--port", str(self.port), "--bind", "127.0.0.1"),
-                    *("--save", "", "--appendonly", "no", "--dir", self.dir.name),
-                    *self.args,
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+                self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
             )
             while self.proc.poll() is None and time.monotonic() < deadline:
                 if self._pong():
@@ -102,6 +120,19 @@ def redis_server_fixture() -> Iterator[RedisServer]:
     """A fresh Redis per test; import this into a test module to use `redis_server`."""
     with running() as server:
         yield server
+
+
+def poll(done: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    """Wait until `done` (for a topology change to settle): an error from a server in the middle
+    of the change counts as not yet."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with contextlib.suppress(redis.RedisError, OSError, ValueError):
+            if done():
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not within {timeout} s: {what}")
+        time.sleep(0.05)
 
 
 def script_stats(client: redis.Redis) -> dict[str, tuple[int, int]]:

@@ -9,6 +9,15 @@ from ..core.broker import Broker
 def create_broker(settings: Settings) -> Broker:
     """The engine the settings ask for (Redis is imported only when used)."""
     if settings.redis:
+        kind = settings.redis_target.kind
+        if kind == "cluster":
+            from .redis.cluster import ClusterBroker
+
+            return ClusterBroker(settings)
+        if kind == "sentinel":
+            from .redis.sentinel import SentinelBroker
+
+            return SentinelBroker(settings)
         from .redis import RedisBroker
 
         return RedisBroker(settings)

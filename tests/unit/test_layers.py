@@ -18,10 +18,20 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "pushserver"
 
-RANK = {"": -1, "config": -1, "wire": 0, "core": 1, "broker": 2, "monitor": 2, "web": 3}
+RANK = {
+    "": -1,
+    "config": -1,
+    "redis_urls": -2,
+    "wire": 0,
+    "core": 1,
+    "broker": 2,
+    "monitor": 2,
+    "web": 3,
+}
 """Layer of each package or top-level module; a module imports only from its own layer or a
-lower one. The package's `__init__` and `config` are leaves every layer may read; a top-level
-module not named here is an entry point (cli, runner, workers, ...), above everything."""
+lower one. The package's `__init__` and `config` are leaves every layer may read, and
+`redis_urls` one below config, which reads `--redis` with it; a top-level module not named here
+is an entry point (cli, runner, workers, ...), above everything."""
 ENTRY = 4
 NO_AIOHTTP = ("core", "wire")
 

@@ -1,5 +1,5 @@
 """The Redis engine: ids, history and fan-out shared by every process and node on one Redis."""
 
-from .engine import RedisBroker
+from .single import RedisBroker
 
 __all__ = ["RedisBroker"]

@@ -16,9 +16,12 @@ from collections.abc import Awaitable, Callable
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ...redis_urls import redacted
 
 log = logging.getLogger("pushserver.redis")
 
@@ -29,13 +32,17 @@ CLOSE_TIMEOUT = 2.0
 BATCH = 1000
 """Channels per SUBSCRIBE command."""
 DOWN_ERRORS = (RedisConnectionError, RedisTimeoutError, OSError)
+SHARDED = {"SUBSCRIBE": "SSUBSCRIBE", "UNSUBSCRIBE": "SUNSUBSCRIBE"}
+"""A cluster's commands: sharded pub/sub, served by the primary of the topic's slot."""
 
 
 class Link:
     """Keeps one pub/sub connection to Redis up, logging once per outage.
 
     `resync` runs after every (re)connect, before the link counts as up: the engine subscribes
-    again and reads what it missed. `lost` runs whenever the connection goes.
+    again and reads what it missed. `lost` runs whenever the connection goes. A `sharded` link
+    (a cluster's primary) uses SSUBSCRIBE, one slot per command, and hands a `sunsubscribe` to
+    `moved`: the server sends one unasked when the topic's slot leaves it.
     """
 
     def __init__(
@@ -46,9 +53,11 @@ class Link:
         on_subscribed: Callable[[bytes], None],
         resync: Callable[[], Awaitable[int]],
         lost: Callable[[], None],
+        moved: Callable[[bytes], None] | None = None,
     ) -> None:
         self.client = client
-        self.url = url
+        self.url = redacted(url)
+        self._moved = moved
         self._on_message = on_message
         self._on_subscribed = on_subscribed
         self._resync = resync
@@ -178,10 +187,12 @@ class Link:
                 if not isinstance(response, list):
                     continue
                 kind = response[0]
-                if kind == b"message":
+                if kind in (b"message", b"smessage"):
                     self._on_message(response[1], response[2])
-                elif kind == b"subscribe":
+                elif kind in (b"subscribe", b"ssubscribe"):
                     self._on_subscribed(response[1])
+                elif kind == b"sunsubscribe" and self._moved is not None:
+                    self._moved(response[1])
         except (RedisError, OSError, RuntimeError) as exc:
             self.lose(exc)
 
@@ -194,7 +205,12 @@ class Link:
                     items.append(queue.get_nowait())
                 for command, group in itertools.groupby(items, key=lambda item: item[0]):
                     topics = [t for _, t in group if t is not None]
-                    for start in range(0, max(len(topics), 1), BATCH):
-                        await pubsub.execute_command(command, *topics[start : start + BATCH])
+                    if self._moved is None:
+                        batches = [topics[at : at + BATCH] for at in range(0, len(topics), BATCH)]
+                    else:
+                        command = SHARDED.get(command, command)
+                        batches = [list(g) for _, g in itertools.groupby(topics, key=key_slot)]
+                    for batch in batches or [[]]:
+                        await pubsub.execute_command(command, *batch)
         except (RedisError, OSError) as exc:
             self.lose(exc)

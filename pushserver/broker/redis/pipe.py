@@ -126,6 +126,9 @@ class Pipe:
             self._protocol.abort()
             self._protocol = None
 
+    async def aclose(self) -> None:
+        self.close()
+
     async def _ask(self, protocol: Replies, command: Sequence[Arg]) -> Any:
         # hiredis's stub types the tuple as one element long; any number are packed.
         future = protocol.send(hiredis.pack_command(cast(Any, tuple(command))))

@@ -13,14 +13,17 @@ cursor from before an epoch never passes for one taken before the next.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
+
+from redis.crc import key_slot
 
 from ...core.messages import Message
 
 
 def meta_key(name: str) -> str:
-    """A hash: the channel's epoch `e` and last id `i`."""
+    """A hash: the channel's epoch `e`, last id `i` and lineage `r` (see LINEAGE_LUA)."""
     return f"pushserver:m:{name}"
 
 
@@ -54,10 +57,76 @@ def topic_prefix(db: int) -> str:
     return f"pushserver:{db}:"
 
 
+class Keys:
+    """Where one Redis keeps a channel: the flat names above."""
+
+    counters = 65536
+    """FORGOTTEN_KEY's counters (one per 16-bit SHA-1 prefix)."""
+    lua_topic = "ARGV[6] .. name"
+    """A channel's notification topic in the publish script (ARGV[6]: the prefix)."""
+
+    def __init__(self, db: int = 0) -> None:
+        self.prefix = topic_prefix(db)
+
+    def channel(self, name: str) -> tuple[str, str]:
+        return meta_key(name), history_key(name)
+
+    def seen(self, name: str, key: str) -> str:
+        return idempotency_key(name, key)
+
+    def shared(self, name: str) -> tuple[str, str]:
+        """The epoch counts the channel's scripts update besides its own keys."""
+        return STARTS_KEY, FORGOTTEN_KEY
+
+    def topic(self, name: str) -> bytes:
+        return (self.prefix + name).encode()
+
+
+class TaggedKeys(Keys):
+    """Where a Redis Cluster keeps a channel: every key, and the shard channel its messages go
+    out on, carry the name as a hash tag (a name has no braces), so one slot holds them all and
+    one script reaches them. The epoch counts are kept per slot, under a tag hashing to it."""
+
+    counters = 1
+    """One forgotten count per slot: the slot is already the spread."""
+    lua_topic = "ARGV[6] .. '{' .. name .. '}'"
+
+    def channel(self, name: str) -> tuple[str, str]:
+        return f"pushserver:{{{name}}}:m", f"pushserver:{{{name}}}:h"
+
+    def seen(self, name: str, key: str) -> str:
+        return f"pushserver:{{{name}}}:k:{key}"
+
+    def shared(self, name: str) -> tuple[str, str]:
+        tag = slot_tags()[key_slot(name.encode())]
+        return f"pushserver:{{{tag}}}:starts", f"pushserver:{{{tag}}}:forgotten"
+
+    def topic(self, name: str) -> bytes:
+        return f"{self.prefix}{{{name}}}".encode()
+
+
+@functools.cache
+def slot_tags() -> list[str]:
+    """For each of the 16,384 slots a short string that hashes to it (computed once, ~0.1 s)."""
+    tags: list[str | None] = [None] * SLOTS
+    left, n = SLOTS, 0
+    while left:
+        text = format(n, "x")
+        slot = key_slot(text.encode())
+        if tags[slot] is None:
+            tags[slot] = text
+            left -= 1
+        n += 1
+    return [t for t in tags if t is not None]
+
+
+SLOTS = 16384
+
 # The tag of the unstarted epoch of a channel without keys (`core.positions.epoch_tag`).
+# COUNTERS: how many forgotten counts FORGOTTEN_KEY holds (`Keys.counters`).
 TAG_LUA = """
 local function slot(name)
-  return '#' .. tonumber(string.sub(redis.sha1hex(name), 1, 4), 16)
+  return '#' .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % COUNTERS)
 end
 
 local function tag_of(name, starts, forgotten)
@@ -74,45 +143,79 @@ local function tag_of(name, starts, forgotten)
 end
 """
 
-# Find the channel's epoch, or start a new one at its first message, tagged as the unstarted
-# epoch it begins after, and count it (and drop any history left from the old one, whose ids
-# would clash with the new ones).
+# The lineage stamp: every channel's meta hash keeps `r`, the first 8 hex digits of the
+# `master_replid` of the Redis that last wrote it. That id changes when Redis restarts (from its
+# files, which may be behind what it acknowledged) and when a replica is promoted (which may lack
+# the old primary's last writes). A channel last written under a lineage the caller does not
+# trust may hold fewer ids than nodes have seen, so its epoch ends before any id is handed out
+# again (`foreign`). TRUSTED (an argument): lineages known to hold everything they acknowledged,
+# space-separated; with `*` in it, the predecessor of a promoted replica is trusted too (the
+# caller made every publish wait for a replica, `WAIT`).
+LINEAGE_LUA = """
+local info = redis.call('INFO', 'replication')
+local OWN = string.sub(string.match(info, 'master_replid:(%x+)'), 1, 8)
+local OWN2 = string.sub(string.match(info, 'master_replid2:(%x+)'), 1, 8)
+
+local function foreign(meta, trusted)
+  local r = redis.call('HGET', meta, 'r')
+  if r == OWN then
+    return false
+  end
+  if (not r) or string.find(trusted, r, 1, true)
+      or (r == OWN2 and string.find(trusted, '*', 1, true)) then
+    redis.call('HSET', meta, 'r', OWN)
+    return false
+  end
+  return true
+end
+"""
+
+# Start a new epoch at the channel's next message, tagged as the unstarted epoch it begins after,
+# and count it (and drop any history left from the old one, whose ids would clash with the new
+# ones). `epoch_of` finds the channel's epoch, or starts one when there is none or it is foreign.
 EPOCH_LUA = (
     TAG_LUA
+    + LINEAGE_LUA
     + """
-local function epoch_of(meta, hist, candidate, name, starts, forgotten, kept)
+local function begin(meta, hist, candidate, name, starts, forgotten, kept)
+  local epoch = candidate .. tag_of(name, starts, forgotten)
+  redis.call('ZINCRBY', starts, 1, name)
+  if redis.call('ZCARD', starts) > kept then
+    local gone = redis.call('ZPOPMIN', starts)[1]
+    redis.call('BITFIELD', forgotten, 'INCRBY', 'u32', slot(gone), 1)
+  end
+  redis.call('DEL', hist)
+  redis.call('HSET', meta, 'e', epoch, 'i', 0, 'r', OWN)
+  return epoch
+end
+
+local function epoch_of(meta, hist, candidate, name, starts, forgotten, kept, trusted)
   local epoch = redis.call('HGET', meta, 'e')
-  if not epoch then
-    epoch = candidate .. tag_of(name, starts, forgotten)
-    redis.call('ZINCRBY', starts, 1, name)
-    if redis.call('ZCARD', starts) > kept then
-      local gone = redis.call('ZPOPMIN', starts)[1]
-      redis.call('BITFIELD', forgotten, 'INCRBY', 'u32', slot(gone), 1)
-    end
-    redis.call('DEL', hist)
-    redis.call('HSET', meta, 'e', epoch, 'i', 0)
+  if (not epoch) or foreign(meta, trusted) then
+    epoch = begin(meta, hist, candidate, name, starts, forgotten, kept)
   end
   return epoch
 end
 """
 )
 
-# KEYS: meta, history, idempotency key per item, then STARTS_KEY and FORGOTTEN_KEY. ARGV: epoch
-# candidate, history size, history ttl ms, meta ttl ms, ts, topic prefix, names kept in
-# STARTS_KEY, then name, data, idempotency key ('' = none) per item.
+# KEYS: meta, history, idempotency key per item, then the two `Keys.shared` keys. ARGV: epoch
+# candidate, history size, history ttl ms, meta ttl ms, ts, topic prefix, names kept in the
+# starts key, trusted lineages, then name, data, idempotency key ('' = none) per item.
 # An item whose key is remembered is not published: its original epoch, id and ts come back,
 # flagged 1. Checking and remembering the key in the same script as the publish is what makes
 # a retry after an unknown outcome safe. Each channel gets one notification for all the
 # messages the call published to it (consecutive ids: the script runs alone), in the order the
 # channels first appear, so a call's messages reach every node together (`notification`).
-PUBLISH_LUA = (
-    EPOCH_LUA
-    + """
-local out, notes, order = {}, {}, {}
+# NOTIFY: the command that sends them (PUBLISH, or SPUBLISH in a cluster); when empty they come
+# back instead, for the caller to send once replicas hold the call (`WAIT`). TOPIC: the Lua of
+# a channel's notification topic (`Keys.lua_topic`). Reply: {results, {topic, payload, ...}}.
+PUBLISH_LUA_TEMPLATE = """
+local out, notes, order, pubs = {}, {}, {}, {}
 local starts, forgotten, kept = KEYS[#KEYS - 1], KEYS[#KEYS], tonumber(ARGV[7])
-for k = 1, (#ARGV - 7) / 3 do
+for k = 1, (#ARGV - 8) / 3 do
   local meta, hist, seen_key = KEYS[3 * k - 2], KEYS[3 * k - 1], KEYS[3 * k]
-  local name, data, keyed = ARGV[5 + 3 * k], ARGV[6 + 3 * k], ARGV[7 + 3 * k] ~= ''
+  local name, data, keyed = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k] ~= ''
   local seen = {false}
   if keyed then
     seen = redis.call('HMGET', seen_key, 'e', 'i', 't')
@@ -120,7 +223,7 @@ for k = 1, (#ARGV - 7) / 3 do
   if seen[1] then
     out[k] = {seen[1], seen[2], seen[3], 1}
   else
-    local epoch = epoch_of(meta, hist, ARGV[1], name, starts, forgotten, kept)
+    local epoch = epoch_of(meta, hist, ARGV[1], name, starts, forgotten, kept, ARGV[8])
     local id = redis.call('HINCRBY', meta, 'i', 1)
     redis.call('XADD', hist, 'MAXLEN', '~', ARGV[2], id .. '-0', 't', ARGV[5], 'd', data)
     redis.call('PEXPIRE', hist, ARGV[3])
@@ -143,12 +246,17 @@ end
 for _, name in ipairs(order) do
   local note = notes[name]
   local head = note[1] .. '\\n' .. note[2] .. '\\n' .. ARGV[5] .. '\\n'
-  redis.call('PUBLISH', ARGV[6] .. name, head .. table.concat(note[3], ' ') .. '\\n'
-    .. table.concat(note[4]))
+  local topic = TOPIC
+  local payload = head .. table.concat(note[3], ' ') .. '\\n' .. table.concat(note[4])
+  if 'NOTIFY' == '' then
+    pubs[#pubs + 1] = topic
+    pubs[#pubs + 1] = payload
+  else
+    redis.call('NOTIFY', topic, payload)
+  end
 end
-return out
+return {out, pubs}
 """
-)
 
 
 def notification(name: str, payload: bytes) -> list[Message]:
@@ -179,18 +287,21 @@ def stream_messages(name: str, epoch: bytes, entries: Iterable[Any]) -> list[Mes
     return out
 
 
-# KEYS: meta, history, STARTS_KEY, FORGOTTEN_KEY. ARGV: meta ttl ms, after id (-1 = the last N),
-# N, the epoch `after` belongs to, the channel's name. When the channel is in another epoch now
-# (Redis lost it and it came back), everything the new epoch buffers is read: none of it was
-# seen. A channel nobody published to (or whose keys expired) has no keys and gets none: its
-# epoch is false and the tag of its unstarted epoch comes last (the reader prefixes this
-# database's generation) until its first message, so subscribing leaves nothing behind in Redis.
-SYNC_LUA = (
-    TAG_LUA
-    + """
+# KEYS: meta, history, the two `Keys.shared` keys. ARGV: meta ttl ms, after id (-1 = the last
+# N), N, the epoch `after` belongs to, the channel's name, an epoch candidate, names kept, trusted
+# lineages. When the channel is in another epoch now (Redis lost it and it came back), everything
+# the new epoch buffers is read: none of it was seen; when its lineage is foreign (LINEAGE_LUA),
+# its epoch ends here, before any id is handed out again. A channel nobody published to (or
+# whose keys expired) has no keys and gets none: its epoch is false and the tag of its unstarted
+# epoch comes last (the reader prefixes this database's generation) until its first message, so
+# subscribing leaves nothing behind in Redis.
+SYNC_LUA_TEMPLATE = """
 local epoch = redis.call('HGET', KEYS[1], 'e')
 if not epoch then
   return {false, 0, {}, tag_of(ARGV[5], KEYS[3], KEYS[4])}
+end
+if foreign(KEYS[1], ARGV[8]) then
+  epoch = begin(KEYS[1], KEYS[2], ARGV[6], ARGV[5], KEYS[3], KEYS[4], tonumber(ARGV[7]))
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 local last = redis.call('HGET', KEYS[1], 'i')
@@ -206,4 +317,21 @@ else
 end
 return {epoch, last, entries, ''}
 """
-)
+
+
+def publish_lua(keys: Keys, notify: str) -> str:
+    """PUBLISH_LUA_TEMPLATE for `keys`' layout, notifying with `notify` ('' = returned)."""
+    body = PUBLISH_LUA_TEMPLATE.replace("TOPIC", keys.lua_topic).replace("NOTIFY", notify)
+    return _counted(keys, EPOCH_LUA + body)
+
+
+def sync_lua(keys: Keys) -> str:
+    return _counted(keys, EPOCH_LUA + SYNC_LUA_TEMPLATE)
+
+
+def _counted(keys: Keys, text: str) -> str:
+    return text.replace("COUNTERS", str(keys.counters))
+
+
+PUBLISH_LUA = publish_lua(Keys(), "PUBLISH")
+SYNC_LUA = sync_lua(Keys())

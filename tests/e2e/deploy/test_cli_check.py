@@ -6,13 +6,15 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
 from pushserver.cli import redis_nodes
+from pushserver.launcher import ServerProcess
 from pushserver_measure.ports import free_port
 
-from ...redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
+from ...redis_fixture import RedisServer, poll, redis_server_fixture, running  # noqa: F401
 
 
 def check(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -72,7 +74,31 @@ def test_a_bad_setting_is_one_line_and_exit_2(
 def test_cluster_and_sentinel_urls_are_checked_at_each_seed() -> None:
     assert redis_nodes("redis://h:1/0") == ["redis://h:1/0"]
     assert redis_nodes("redis+cluster://a:1,b:2") == ["redis://a:1", "redis://b:2"]
-    assert redis_nodes("rediss+sentinel://u:p@a:1,b:2/mymaster/0") == [
-        "rediss://u:p@a:1",
-        "rediss://u:p@b:2",
-    ]
+    assert redis_nodes("rediss+cluster://u:p%40@a:1") == ["rediss://u:p%40@a:1"]
+    # the password is the master's: sentinels are asked without it
+    assert redis_nodes("redis+sentinel://u:p@a:1,b:2/mymaster/0") == ["redis://a:1", "redis://b:2"]
+
+
+def test_a_redis_password_is_never_printed() -> None:
+    with running("--requirepass", "s3cret") as redis_server:
+        url = f"redis://:s3cret@127.0.0.1:{redis_server.port}/0"
+        done = check("--redis", url)
+        assert done.returncode == 0, done.stderr
+        assert f"redis at redis://:***@127.0.0.1:{redis_server.port}/0 (PING" in done.stdout
+    for url in (
+        f"redis://:s3cret@127.0.0.1:{free_port()}/0",
+        f"redis+cluster://u:s3cret@127.0.0.1:{free_port()}",
+    ):
+        done = check("--redis", url)
+        assert done.returncode == 2
+        assert "cannot reach Redis" in done.stderr and "***" in done.stderr
+        assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_a_node_that_cannot_reach_redis_logs_its_url_without_the_password(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    node = server_factory("--redis", f"redis://:s3cret@127.0.0.1:{free_port()}/0")
+    poll(lambda: "unreachable" in node.log, "the node's warning")
+    assert "redis://:***@127.0.0.1" in node.log
+    assert "s3cret" not in node.log

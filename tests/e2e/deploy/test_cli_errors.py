@@ -52,7 +52,14 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *words: str) -> N
         (["--loop", "fast"], {}, ["--loop", "uvloop"]),
         (["--no-such-flag"], {}, ["--no-such-flag"]),
         (["--redis", "localhost:6379"], {}, ["--redis must be a redis://"]),
+        (["--redis-replicas", "-2"], {}, ["--redis-replicas must be -1", "or 0 or more"]),
         (["--redis", "redis://h:99999/0"], {}, ["--redis must be"]),
+        (["--redis", "redis+cluster://a:1;b:2"], {}, ["--redis must be redis+cluster://HOST:PORT"]),
+        (
+            [],
+            {"PUSHSERVER_REDIS": "redis+sentinel://:pw@s:26379"},
+            ["PUSHSERVER_REDIS must be redis+sentinel://", "(MASTER", "//:***@s:26379'"],
+        ),
         (["--trusted-proxies", "10.0.0.0/33"], {}, ["--trusted-proxies must be"]),
         (["--gc-threshold", "1,2"], {}, ["--gc-threshold must be three integers"]),
         (["--max-line-size", "8190"], {}, ["--max-line-size must be at least 36748", "64"]),
@@ -83,6 +90,10 @@ def test_bad_flag_or_environment_is_one_line(args, env, words):
         (b"port = \n", ["--config:", "is not valid TOML"]),
         (b"\xff\xfe = 1\n", ["--config:", "is not valid TOML"]),
         (b"pushserver = 5\n", ["--config:", "[pushserver] must be a table"]),
+        (
+            b'redis = "rediss+cluster://h:1/3"\n',
+            ["--redis (config file", "must be rediss+cluster://", "database 0 only"],
+        ),
     ],
 )
 def test_bad_config_file_is_one_line(tmp_path: Path, text: bytes, words: list[str]):

@@ -80,8 +80,8 @@ def start_epoch(admin: redis.Redis, name: str, kept: int) -> str:
         scripts.STARTS_KEY,
         scripts.FORGOTTEN_KEY,
     )
-    args = ("c0ffee0001", 10, 60_000, META_MS, "1.5", "t:", kept, name, "x", "")
-    [(epoch, *_)] = admin.eval(scripts.PUBLISH_LUA, len(keys), *keys, *args)
+    args = ("c0ffee0001", 10, 60_000, META_MS, "1.5", "t:", kept, "", name, "x", "")
+    [(epoch, *_)], _ = admin.eval(scripts.PUBLISH_LUA, len(keys), *keys, *args)
     return epoch.decode()
 
 
@@ -93,7 +93,8 @@ def unstarted_tag(admin: redis.Redis, name: str) -> str:
         scripts.STARTS_KEY,
         scripts.FORGOTTEN_KEY,
     )
-    found, _, _, tag = admin.eval(scripts.SYNC_LUA, len(keys), *keys, META_MS, -1, 10, "", name)
+    args = (META_MS, -1, 10, "", name, "c0ffee0002", 10, "")
+    found, _, _, tag = admin.eval(scripts.SYNC_LUA, len(keys), *keys, *args)
     assert found is None
     return tag.decode()
 

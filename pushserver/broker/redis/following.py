@@ -1,0 +1,248 @@
+"""How a Redis engine follows channels for this node's subscribers, over its shards.
+
+Each node SUBSCRIBEs only to the channels it holds subscribers for (`Listen`), and applies what
+it learns through a `Sequencer` per channel, strictly in id order: a notification that skips ids
+(lost while reconnecting, or overtaken by another node's read) is queued and the missing ids are
+read from the stream; when they are gone, or Redis lost the channel (a new epoch), the sink is
+told of the jump and its subscribers get a gap instead of silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any
+
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from ...config import Settings
+from ...core.history import Histories
+from ...core.positions import Position, unstarted
+from ..ordering import Sequencer
+from ..sinks import Reporting
+from .link import BATCH, DOWN_ERRORS
+from .scripts import GENERATION_KEY, Keys, notification, stream_messages
+from .shard import Shard, fail
+
+log = logging.getLogger("pushserver.redis")
+
+GRACE = 3.0
+"""Seconds a channel stays subscribed after its last local subscriber, so re-polls do not churn."""
+CONFIRM_TIMEOUT = 5.0
+
+
+class Listen:
+    """This node's subscription to one channel's notifications, and its order."""
+
+    __slots__ = ("confirmed", "name", "order", "shard", "timer", "topic", "touched")
+
+    def __init__(self, order: Sequencer, topic: bytes, shard: Shard | None) -> None:
+        self.name = order.name
+        self.order = order
+        self.topic = topic
+        self.shard = shard
+        """Where the channel is subscribed; None while no reachable primary holds it."""
+        self.confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.timer: asyncio.TimerHandle | None = None
+        self.touched = 0.0
+
+
+def _failed(future: asyncio.Future[None]) -> bool:
+    return future.done() and (future.cancelled() or future.exception() is not None)
+
+
+def behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
+    """Whether the subscriber's position in `rec`'s channel is ahead of this node."""
+    position = positions.get(rec.name)
+    return position is not None and rec.order.behind(*position)
+
+
+class Following(Reporting):
+    """The channels followed here, each on the shard that holds it (`shard_of`)."""
+
+    keys = Keys()
+
+    def __init__(self, settings: Settings) -> None:
+        self.records: dict[str, Listen] = {}
+        self.by_topic: dict[bytes, Listen] = {}
+        self._loop = asyncio.get_running_loop()
+        self._background: set[asyncio.Task[None]] = set()
+        self.history = Histories(settings.history_size, settings.history_ttl, unstarted(""))
+        """The histories of the channels followed here; `history.unstarted` is the unstarted
+        epoch of the Redis database's generation, read at every connect."""
+
+    def shard_of(self, name: str) -> Shard | None:
+        raise NotImplementedError
+
+    async def generation(self, shard: Shard) -> str:
+        """The database's generation (see GENERATION_KEY), set if missing."""
+        await shard.client.set(GENERATION_KEY, secrets.token_hex(5), nx=True)
+        generation = await shard.client.get(GENERATION_KEY)
+        if not isinstance(generation, bytes):
+            raise RedisConnectionError("Redis lost the generation key as it was set")
+        return generation.decode()
+
+    async def _resync(self, shard: Shard) -> int:
+        """After a (re)connect: subscribe to every channel followed here on this shard, then
+        read what was missed, in batches."""
+        self.history.unstarted = unstarted(await self.generation(shard))
+        records = [rec for rec in self.records.values() if rec.shard is shard]
+        for rec in records:
+            rec.confirmed = self._loop.create_future()
+            shard.link.send("SUBSCRIBE", rec.topic)
+        for start in range(0, len(records), BATCH):
+            chunk = records[start : start + BATCH]
+            await self._confirmed(chunk)
+            await self._refresh(chunk)
+        return len(records)
+
+    def _lost(self, shard: Shard) -> None:
+        for rec in self.records.values():
+            if rec.shard is shard:
+                fail(rec.confirmed)
+
+    def unrouted(self, exc: BaseException) -> None:
+        """A command failed without losing its connection (a cluster redirects it here)."""
+        log.warning("Redis refused a command: %s", exc)
+
+    def _listen(self, name: str) -> Listen:
+        rec = self.records.get(name)
+        if rec is None:
+            shard = self.shard_of(name)
+            rec = Listen(Sequencer(name, self.history, self.sink), self.keys.topic(name), shard)
+            if shard is None:
+                fail(rec.confirmed)
+            else:
+                rec.confirmed = shard.subscribe(rec.topic)
+            self.records[name] = self.by_topic[rec.topic] = rec
+        elif _failed(rec.confirmed) and rec.shard is not None and rec.shard.link.connected:
+            rec.confirmed = rec.shard.subscribe(rec.topic)  # a failed SUBSCRIBE is tried again
+        self._touch(rec)
+        return rec
+
+    async def _confirmed(self, records: Sequence[Listen]) -> None:
+        """Wait for the SUBSCRIBE confirmations. They are shared by every subscriber of a
+        channel, so a waiter that is cancelled (its client left) must leave them untouched:
+        `asyncio.wait` never cancels what it waits for."""
+        waiting = {r.confirmed for r in records if not r.confirmed.done()}
+        if waiting:
+            _, pending = await asyncio.wait(waiting, timeout=CONFIRM_TIMEOUT)
+            if pending:
+                exc = RedisTimeoutError("Redis did not confirm SUBSCRIBE")
+                for shard in {r.shard for r in records if r.confirmed in pending}:
+                    if shard is not None:
+                        shard.link.lose(exc)
+                raise exc
+        for r in records:
+            r.confirmed.result()
+
+    def _subscribed(self, topic: bytes) -> None:
+        rec = self.by_topic.get(topic)
+        if rec is not None and not rec.confirmed.done():
+            rec.confirmed.set_result(None)
+
+    def _touch(self, rec: Listen) -> None:
+        rec.touched = self._loop.time()
+        if rec.timer is None:
+            rec.timer = self._loop.call_later(GRACE, self._check, rec)
+
+    def _check(self, rec: Listen) -> None:
+        """Stop listening once the channel has had no local subscriber for the grace time."""
+        rec.timer = None
+        if self.records.get(rec.name) is not rec:
+            return
+        if self.sink.audience(rec.name):
+            return  # the last one to leave calls release(), which re-arms the timer
+        remaining = rec.touched + GRACE - self._loop.time()
+        if rec.order.reading or (not rec.order.loaded and not rec.confirmed.done()):
+            remaining = GRACE
+        if remaining > 0:
+            rec.timer = self._loop.call_later(remaining, self._check, rec)
+            return
+        del self.records[rec.name]
+        del self.by_topic[rec.topic]
+        self.history.pop(rec.name, None)
+        if rec.shard is not None:
+            rec.shard.link.send("UNSUBSCRIBE", rec.topic)
+
+    # -- applying messages in id order -----------------------------------------------------------
+
+    def _notified(self, topic: bytes, payload: bytes) -> None:
+        rec = self.by_topic.get(topic)
+        if rec is None:
+            return
+        need = False
+        for message in notification(rec.name, payload):
+            need = rec.order.offer(message) or need
+        if need:
+            self.spawn(self._refresh([rec]))
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._background.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None and not isinstance(exc, DOWN_ERRORS):  # those lost their link
+            self.unrouted(exc)  # the queued messages are read again at the next notification
+
+    async def _refresh(self, records: Sequence[Listen]) -> None:
+        """Read each channel's epoch and the messages this node has not seen, and apply them."""
+        groups: dict[Shard | None, list[Listen]] = {}
+        for rec in records:
+            groups.setdefault(rec.shard, []).append(rec)
+        for shard, group in groups.items():
+            if shard is None:
+                raise RedisConnectionError("no reachable primary holds the channel")
+            await self._read(shard, group)
+
+    async def _read(self, shard: Shard, records: list[Listen]) -> None:
+        froms = [rec.order.read_from() for rec in records]
+        try:
+            results = await shard.read([rec.name for rec in records], froms)
+        except DOWN_ERRORS as exc:
+            shard.link.lose(exc)
+            raise
+        finally:
+            for rec in records:
+                rec.order.done_reading()
+        again = []
+        for rec, asked, (found, last, entries, tag) in zip(records, froms, results, strict=True):
+            current: bytes = found or self.history.unstarted.encode() + tag  # no keys: unstarted
+            ordered = reversed(entries) if asked[1] < 0 else entries
+            messages = stream_messages(rec.name, current, ordered)
+            if rec.order.apply(asked, current.decode(), int(last), messages):
+                again.append(rec)
+        if again:
+            self.spawn(self._refresh(again))
+
+    def rehome(self) -> None:
+        """Move every channel whose shard changed (a failover, a migrated slot): subscribe on
+        its new shard, then read it there, so what was published in between is delivered."""
+        for rec in list(self.records.values()):
+            owner = self.shard_of(rec.name)
+            if owner is rec.shard:
+                continue
+            old, rec.shard = rec.shard, owner
+            log.debug("channel %s moved to %s", rec.name, owner and owner.name)
+            if old is not None:
+                old.link.send("UNSUBSCRIBE", rec.topic)
+            if owner is None:
+                fail(rec.confirmed)
+                continue
+            rec.confirmed = owner.subscribe(rec.topic)
+            if rec.order.loaded:
+                self.spawn(self._caught_up(rec.name))
+
+    async def _caught_up(self, name: str) -> None:
+        rec = self.records.get(name)
+        if rec is not None:
+            await self._confirmed([rec])
+            await self._refresh([rec])

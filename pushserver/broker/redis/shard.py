@@ -1,0 +1,218 @@
+"""One Redis primary as the engine uses it: script calls that publish, reads, and a pub/sub link.
+
+One Redis is one shard; a Redis Cluster is one shard per primary, each holding the slots the
+cluster gives it. Publishes to a shard go out one script call at a time on one connection
+(`Coalescer`), so when replicas must hold a call before anyone sees it, `WAIT` on that
+connection covers the whole call; its notifications are sent only then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.client import Pipeline
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import AskError, ClusterDownError, NoScriptError, RedisError, TryAgainError
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from ...core.broker import Item
+from .coalesce import Coalescer
+from .link import CLOSE_TIMEOUT, Link
+from .pipe import Arg, Script
+from .scripts import Keys
+
+POOL_SIZE = 32
+"""Redis connections per process for reads; publishes have a connection of their own (`pipe`)."""
+REPLY_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 2.0
+POOL_OPTIONS: dict[str, Any] = {
+    "timeout": 5,
+    "protocol": 2,
+    "retry": Retry(NoBackoff(), 0),
+    "socket_connect_timeout": CONNECT_TIMEOUT,
+    "socket_timeout": REPLY_TIMEOUT,
+}
+"""Every connection the engines open: no retries (a timed-out script may have run: only the
+caller's keyed retry is safe), bounded waits."""
+
+
+def read_pool(url: str, size: int = POOL_SIZE, **options: Any) -> BlockingConnectionPool:
+    return BlockingConnectionPool.from_url(url, max_connections=size, **POOL_OPTIONS, **options)
+
+
+async def closed(client: Redis) -> None:
+    with contextlib.suppress(RedisError, OSError, TimeoutError):
+        await asyncio.wait_for(client.aclose(), CLOSE_TIMEOUT)
+
+
+WAIT_TIMEOUT_MS = 1000
+"""How long a publish or a read waits for its replicas before it is refused."""
+
+
+class NotDurable(RedisError):
+    """Fewer replicas than asked hold a script call: nobody may see what it wrote or read yet."""
+
+
+class Writer(Protocol):
+    """The connection a shard's script calls go over (`pipe.Pipe`, or `OneConnection`)."""
+
+    async def script(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any: ...
+
+    async def call(self, *command: Arg) -> Any: ...
+
+    async def aclose(self) -> None: ...
+
+
+class OneConnection:
+    """A `Writer` on redis-py: one connection (so `WAIT` follows the script on it), no retries."""
+
+    def __init__(self, pool: BlockingConnectionPool) -> None:
+        self.client = Redis(connection_pool=pool)
+
+    async def script(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        try:
+            return await self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await self.client.execute_command("EVAL", script.text, len(keys), *keys, *args)
+
+    async def call(self, *command: Arg) -> Any:
+        return await self.client.execute_command(*command)
+
+    async def aclose(self) -> None:
+        """A call under way fails (its outcome unknown), as the pipe's does."""
+        await closed(self.client)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Plan:
+    """What every shard of an engine does alike."""
+
+    keys: Keys
+    publish: Script
+    sync: Script
+    notify: str
+    """PUBLISH or SPUBLISH, sent after `WAIT`; '' when the publish script sends it itself."""
+    replicas: int
+    history_size: int
+    history_ms: int
+    meta_ms: int
+    kept: int
+    trusted: Callable[[], str]
+    """The lineages the scripts may trust (LINEAGE_LUA), as of now."""
+
+
+class Shard:
+    """A primary: its read client, its publishing connection and its subscriber link."""
+
+    def __init__(self, name: str, plan: Plan, client: Redis, writer: Writer, link: Link) -> None:
+        self.name = name
+        self.plan = plan
+        self.client = client
+        self.writer = writer
+        self.link = link
+        self._publishing: dict[int, Coalescer[Item, Any]] = {}
+
+    def publishing(self, slot: int) -> Coalescer[Item, Any]:
+        """The publishes waiting for a script call to `slot`'s channels (see `coalesce`). The
+        calls of every slot share the one connection, so `WAIT` after one covers it whatever
+        other slot's call went between."""
+        coalescer = self._publishing.get(slot)
+        if coalescer is None:
+            coalescer = self._publishing[slot] = Coalescer(self._run_publish)
+        return coalescer
+
+    async def _run_publish(self, items: list[Item]) -> list[Any]:
+        """One script call for the items of every publish waiting (see `coalesce`); once
+        replicas hold it, its notifications."""
+        plan, keys = self.plan, self.plan.keys
+        names: list[str] = []
+        args: list[Any] = [
+            secrets.token_hex(5),
+            plan.history_size,
+            plan.history_ms,
+            plan.meta_ms,
+            repr(time.time()),
+            keys.prefix,
+            plan.kept,
+            plan.trusted(),
+        ]
+        for name, data, key in items:
+            names += (*keys.channel(name), keys.seen(name, key or ""))
+            args += (name, data, key or "")
+        names += keys.shared(items[0][0])
+        assigned, notes = await self.writer.script(plan.publish, names, args)
+        if plan.replicas:
+            self._held(await self.writer.call("WAIT", plan.replicas, WAIT_TIMEOUT_MS))
+            await asyncio.gather(
+                *(
+                    self.writer.call(plan.notify, t, p)
+                    for t, p in zip(notes[::2], notes[1::2], strict=True)
+                )
+            )
+        return list(assigned)
+
+    def _held(self, acked: Any) -> None:
+        if int(acked) < self.plan.replicas:
+            raise NotDurable(f"{acked} of {self.plan.replicas} replicas answered WAIT")
+
+    async def read(self, names: Sequence[str], froms: Sequence[tuple[str, int]]) -> list[Any]:
+        """The sync script's reply for each channel, all in one round trip (and `WAIT`). The
+        script goes by its digest, and whole only when Redis lacks it: a pipeline given
+        redis-py's `Script` asks `SCRIPT EXISTS` first, a round trip more for every read."""
+        try:
+            replies = await self._sync_calls(names, froms).execute()
+        except NoScriptError:
+            await self.client.script_load(self.plan.sync.text)
+            replies = await self._sync_calls(names, froms).execute()
+        if self.plan.replicas:
+            self._held(replies.pop())
+        return replies
+
+    def _sync_calls(self, names: Sequence[str], froms: Sequence[tuple[str, int]]) -> Pipeline:
+        plan = self.plan
+        pipe = self.client.pipeline(transaction=False)
+        trusted = plan.trusted()
+        for name, (epoch, after) in zip(names, froms, strict=True):
+            keys = (*plan.keys.channel(name), *plan.keys.shared(name))
+            args = (plan.meta_ms, after, plan.history_size, epoch, name)
+            args += (secrets.token_hex(5), plan.kept, trusted)  # type: ignore[assignment]
+            pipe.evalsha(plan.sync.sha, len(keys), *keys, *args)
+        if plan.replicas:
+            pipe.execute_command("WAIT", plan.replicas, WAIT_TIMEOUT_MS)
+        return pipe
+
+    def subscribe(self, topic: bytes) -> asyncio.Future[None]:
+        """Send SUBSCRIBE; the future is its confirmation (failed at once when not connected)."""
+        confirmed = asyncio.get_running_loop().create_future()
+        if not self.link.send("SUBSCRIBE", topic):
+            fail(confirmed)
+        return confirmed
+
+    async def lineage(self) -> str:
+        """The first 8 hex digits of this primary's `master_replid` (see LINEAGE_LUA)."""
+        info = await self.client.info("replication")
+        return str(info["master_replid"])[:8]
+
+    async def close(self, closing: Callable[[Redis], Awaitable[None]]) -> None:
+        await self.link.close()
+        await self.writer.aclose()
+        await closing(self.client)
+
+
+def fail(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_exception(RedisConnectionError("connection to Redis lost"))
+        future.exception()  # retrieved: nobody may be waiting
+
+
+REDIRECTS = (AskError, TryAgainError, ClusterDownError)
+"""A cluster's answers that a command ran nowhere: its slot is elsewhere (MOVED, a kind of
+AskError), moving (ASK, TRYAGAIN) or unserved."""

@@ -1,0 +1,179 @@
+"""The cluster engine end to end: real pushserver processes on a real Redis Cluster (three
+primaries, a replica each, see redis_cluster.py), channels spread over every primary.
+
+What is checked: a channel's keys and shard channel share its slot and messages go by sharded
+pub/sub; a killed primary stops only its own channels (503 `broker_down`) while the others go
+on; after its replica takes over, every acknowledged publish reaches subscribers once, in order,
+and a keyed retry of a publish whose outcome was unknown never makes a second message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+
+from pushserver.launcher import ServerProcess
+
+from ...redis_cluster import RedisClusterSet, channel_in_slot, redis_cluster_fixture  # noqa: F401
+from ...wire import Subscriber, publish, publish_batch, take, wait_for_subscribers
+from .test_redis_broker import wait_until
+
+SLOTS = (100, 6000, 12000)
+"""One slot on each primary of a fresh cluster (redis-cli gives each a third of 16,384)."""
+
+
+def cluster_node(factory: Callable[..., ServerProcess], cluster: RedisClusterSet) -> ServerProcess:
+    return factory("--redis", cluster.url, "--heartbeat", "0.5")
+
+
+async def healthy(session: aiohttp.ClientSession, node: ServerProcess) -> bool:
+    async with session.get(f"{node.url}/healthz") as r:
+        return r.status == 200
+
+
+async def keyed(session: aiohttp.ClientSession, node: ServerProcess, ch: str, n: int) -> int:
+    """Publish `n` with its key until it is acknowledged; its id."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    while True:
+        headers = {"Idempotency-Key": f"k{n}"}
+        async with session.post(f"{node.url}/pub/{ch}", json=n, headers=headers) as r:
+            body: dict[str, Any] = await r.json()
+            if r.status == 201:
+                return int(body["id"])
+            assert r.status in (503, 504), (body, node.log[-3000:])
+        assert loop.time() < deadline, f"publish {n} never acknowledged"
+        await asyncio.sleep(0.2)
+
+
+async def run_through(
+    url: str, factory: Callable[..., ServerProcess], channel: str, change: Callable[[], object]
+) -> None:
+    """Keyed publishes to `channel` through node a, before, while and after `change` runs (in a
+    thread), to subscribers on node b on every streaming transport: each gets every acknowledged
+    message once and in order, no id is handed out twice, and both nodes end healthy."""
+    a = factory("--redis", url, "--heartbeat", "0.5")
+    b = factory("--redis", url, "--heartbeat", "0.5")
+    counter = itertools.count()
+    async with aiohttp.ClientSession() as s:
+        for node in (a, b):
+            await wait_until(lambda node=node: healthy(s, node), "node on Redis")
+        subs = [Subscriber(s, b.url, t, channel) for t in ("stream", "sse", "ws")]
+        for sub in subs:
+            await sub.connect()
+        await wait_for_subscribers(s, b.url, channel, len(subs))
+        acked = {n: await keyed(s, a, channel, n) for n in itertools.islice(counter, 5)}
+        changing = asyncio.create_task(asyncio.to_thread(change))
+        while not changing.done():
+            n = next(counter)
+            acked[n] = await keyed(s, a, channel, n)
+        await changing
+        acked |= {n: await keyed(s, a, channel, n) for n in itertools.islice(counter, 5)}
+
+        ordered = sorted(acked, key=acked.__getitem__)
+        assert [acked[n] for n in ordered] == list(range(1, len(acked) + 1))
+        for sub in subs:
+            got = await take(sub, len(acked), timeout=60)
+            assert [e["data"] for e in got] == ordered, sub.transport
+        for node in (a, b):
+            await wait_until(lambda node=node: healthy(s, node), "node healthy again")
+
+
+async def test_channels_live_in_their_slot_and_travel_by_sharded_pubsub(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    a = cluster_node(server_factory, redis_cluster)
+    b = cluster_node(server_factory, redis_cluster)
+    names = [channel_in_slot(slot) for slot in SLOTS]
+    async with aiohttp.ClientSession() as s:
+        await wait_until(lambda: healthy(s, b), "node b on the cluster")
+        subs = [Subscriber(s, b.url, "stream", name) for name in names]
+        for sub in subs:
+            await sub.connect()
+        for name in names:
+            await wait_for_subscribers(s, b.url, name, 1)
+        for slot, name in zip(SLOTS, names, strict=True):
+            owner = redis_cluster.owner(slot)
+            assert owner.call("PUBSUB", "SHARDNUMSUB", f"pushserver:0:{{{name}}}")[1] == 1
+            await publish(s, a.url, name, f"to {name}")
+            assert owner.call("HGET", f"pushserver:{{{name}}}:m", "i") == b"1"
+            assert owner.call("PUBSUB", "NUMSUB", f"pushserver:0:{name}")[1] == 0
+        for sub, name in zip(subs, names, strict=True):
+            [event] = await take(sub, 1)
+            assert event["data"] == f"to {name}"
+
+
+async def test_a_killed_primary_stops_only_its_channels_and_loses_nothing_acknowledged(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    a = cluster_node(server_factory, redis_cluster)
+    b = cluster_node(server_factory, redis_cluster)
+    hit, other = channel_in_slot(SLOTS[0]), channel_in_slot(SLOTS[1])
+    counter = itertools.count()
+    async with aiohttp.ClientSession() as s:
+        for node in (a, b):
+            await wait_until(lambda node=node: healthy(s, node), "node on the cluster")
+        subs = [Subscriber(s, b.url, t, hit) for t in ("stream", "sse", "ws")]
+        for sub in subs:
+            await sub.connect()
+        await wait_for_subscribers(s, b.url, hit, len(subs))
+        acked = {n: await keyed(s, a, hit, n) for n in itertools.islice(counter, 5)}
+
+        killed, _ = await asyncio.to_thread(redis_cluster.kill_primary, SLOTS[0])
+        # its channels were refused meanwhile (or waited); another primary's never were
+        assert (await publish(s, a.url, other, "still here"))["id"] == 1
+        revived = asyncio.create_task(asyncio.to_thread(redis_cluster.revive, killed))
+        acked |= {n: await keyed(s, a, hit, n) for n in itertools.islice(counter, 10)}
+        await revived
+        acked |= {n: await keyed(s, a, hit, n) for n in itertools.islice(counter, 5)}
+
+        ordered = sorted(acked, key=acked.__getitem__)
+        assert [acked[n] for n in ordered] == list(range(1, 21))  # no id handed out twice
+        for sub in subs:
+            got = await take(sub, 20, timeout=60)
+            assert [e["data"] for e in got] == ordered, sub.transport
+
+
+async def test_a_manual_failover_is_followed(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """The old primary pushes `sunsubscribe` and then takes SPUBLISH as a replica, to nobody."""
+    channel = channel_in_slot(SLOTS[1])
+    await run_through(
+        redis_cluster.url, server_factory, channel, lambda: redis_cluster.failover(SLOTS[1])
+    )
+
+
+async def test_a_busy_channels_slot_migrated_under_load(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """Publishes meet ASK/TRYAGAIN while the keys move (refused, retried with their key); the
+    source pushes `sunsubscribe` at the hand-over and the channel is followed on the target."""
+    channel = channel_in_slot(SLOTS[2])
+
+    def migrate() -> None:
+        target = redis_cluster.owner(SLOTS[0])
+        redis_cluster.migrate(SLOTS[2], target).finish()
+
+    await run_through(redis_cluster.url, server_factory, channel, migrate)
+
+
+async def test_publishes_to_many_slots_of_one_primary_go_one_script_call_per_slot(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """A script may reach one slot only (CROSSSLOT): a batch over several slots of one primary,
+    and concurrent publishes to them, are split by slot, not just by primary."""
+    node = cluster_node(server_factory, redis_cluster)
+    names = [channel_in_slot(slot) for slot in (100, 101, 102, 6000)]
+    assert redis_cluster.owner(100) is redis_cluster.owner(102)
+    async with aiohttp.ClientSession() as s:
+        await wait_until(lambda: healthy(s, node), "the node on the cluster")
+        batch = [{"channel": name, "data": n} for n in range(3) for name in names]
+        answers = await publish_batch(s, node.url, batch)
+        assert [m["id"] for m in answers] == [1] * 4 + [2] * 4 + [3] * 4
+        answers = await asyncio.gather(*(publish(s, node.url, n, "x") for n in names * 5))
+        assert sorted(a["id"] for a in answers) == sorted(list(range(4, 9)) * 4)
