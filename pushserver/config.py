@@ -141,6 +141,12 @@ class Settings:
     request_timeout: float = _setting(
         60.0, "seconds a client may take to send a request head, or stay idle between requests"
     )
+    head_grace: float = _setting(
+        1.0,
+        "seconds a connection may wait for its request head before, when connections fill "
+        "--max-connections, it gives way to a new one (and the least a head timeout "
+        "shortens to under that pressure)",
+    )
     gc_threshold: str = _setting(
         "50000,50,100",
         "cyclic GC thresholds gen0,gen1,gen2 (larger = rarer, shorter pauses)",
@@ -243,8 +249,20 @@ AT_LEAST_ONE = (
     "longpoll_max_messages",
     "longpoll_max_bytes",
 )
-AT_LEAST_ZERO = ("max_connections_per_ip", "max_publish_rate", "max_pad", "shutdown_timeout")
-POSITIVE = ("heartbeat", "history_ttl", "max_timeout", "sweep_interval", "request_timeout")
+AT_LEAST_ZERO = (
+    "max_connections_per_ip",
+    "max_publish_rate",
+    "max_pad",
+    "shutdown_timeout",
+)
+POSITIVE = (
+    "heartbeat",
+    "history_ttl",
+    "max_timeout",
+    "sweep_interval",
+    "request_timeout",
+    "head_grace",
+)
 
 
 def validate(settings: Settings, labels: Mapping[str, str] | None = None) -> Settings:

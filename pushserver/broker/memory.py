@@ -15,6 +15,7 @@ from ..core.history import Histories
 from ..core.idempotency import KeyMemory, Published
 from ..core.messages import Message
 from ..core.positions import Position, epoch_tag, is_unstarted, unstarted
+from ..core.refit import refit
 from ..core.slices import slices
 from .sinks import Reporting
 
@@ -140,7 +141,8 @@ class MemoryBroker(Reporting):
     async def sweep(self, idle_after: float | None = None) -> int:
         """Drop the channels nobody holds whose history has expired and whose last subscriber
         left `idle_after` (default `self.idle_after`) ago or more, `SWEEP_SLICE` at a time with
-        a loop turn between slices."""
+        a loop turn between slices. The tables then give back the room of what left them
+        (`refit`)."""
         history, sink, left = self.history, self.sink, self._left
         ttl = history.ttl
         idle = self.idle_after if idle_after is None else idle_after
@@ -159,4 +161,6 @@ class MemoryBroker(Reporting):
                     if not kept.unstarted:
                         self._dropped(name)
                     dropped += 1
+        refit(history)  # also the room of unstarted channels gone with their subscribers
+        refit(left)
         return dropped

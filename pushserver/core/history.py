@@ -1,10 +1,18 @@
 """The histories a broker keeps on this node: per channel its epoch, its last id and its last
 messages, each stored once as the envelope head every subscriber is sent.
 
-A message held here costs its head (one `bytes`) and 16 bytes beside it (its time and its
-arrival order, in arrays): no `Message` object, no parallel copy of its data. Ids are not
-stored: a channel's buffered messages are the ids just before its last one, in order. A channel
-with nothing buffered keeps no containers at all.
+A channel's buffered heads lie one after the other in one `bytearray`, and beside them, per
+message, three numbers in one array (where its head ends, its time, its arrival order): a
+message held costs its head's bytes and 24 bytes, with no object of its own (no `Message`, no
+`bytes`: a backlog read copies the heads it returns). Ids are not stored: a channel's buffered
+messages are the ids just before its last one, in order. A channel with nothing buffered keeps
+no containers at all (docs/performance.md, "Memory per channel": the budgets and their
+figures).
+
+One buffer per channel, past a few messages larger than the small-object allocator's blocks,
+also gives memory back: a swept channel frees its buffer to the C allocator whole, where
+`Tally.trim` (after a large sweep) returns the pages to the system, instead of leaving
+thousands of small heads scattered through the interpreter's arenas.
 
 An engine writes its histories (`Histories.load`, `append`, `reset`, deleting a channel); the
 hub only reads them (`get`, `backlog`, counts). The memory engine's are the whole truth; a
@@ -23,8 +31,13 @@ from .errors import InvalidInput
 from .messages import Event, Gap, Message
 from .positions import Position, born, cursor_part, is_unstarted
 
-COMPACT_AFTER = 32
-"""Entries dropped from the front of a buffer before they are removed for good (see `Buffer`)."""
+COMPACT_AFTER = 8
+"""Entries dropped from the front of an index before they are removed for good (see `Buffer`)."""
+STRIDE = 3
+"""Numbers per entry of `Buffer.index`: where its head ends, its time, its arrival order."""
+LARGE = 512
+"""Heads longer than this are kept as they came (`Buffer.large`), not copied into `heads`: such
+a `bytes` is the C allocator's already, and the subscribers its backlog goes to share it."""
 
 
 class ChannelInfo(NamedTuple):
@@ -35,59 +48,96 @@ class ChannelInfo(NamedTuple):
     buffered: int
 
 
-class Buffer:
-    """A channel's buffered messages, oldest first: heads and their times and arrival orders.
+class Tally:
+    """What the histories of one engine hold, kept as they change (`/stats`, `/metrics`)."""
 
-    Entries leave from the front (size and age limits) by moving `start`; a head that leaves is
-    released at once, and the lists are shortened only once more than half of them (and at
-    least `COMPACT_AFTER`) is gone, so a full history of N messages costs O(1), not O(N), per
-    message appended.
-    """
-
-    __slots__ = ("heads", "seqs", "start", "times")
+    __slots__ = ("bytes", "messages")
 
     def __init__(self) -> None:
-        self.heads: list[bytes | None] = []
-        self.times: array[float] = array("d")
-        self.seqs: array[int] = array("Q")
+        self.bytes = 0
+        """Bytes of the buffered heads."""
+        self.messages = 0
+
+
+class Buffer:
+    """A channel's buffered messages, oldest first: their heads in `heads`, and per message
+    `STRIDE` numbers in `index` (where its head ends in bytes counted since the buffer began,
+    its time, its arrival order; exact as floats up to 2**53).
+
+    Entries leave from the front (size and age limits): their heads are cut from the front of
+    `heads` (a bytearray does that by moving its start, compacting when it grows), and `start`
+    moves past their index entries, which are removed for good only once more than half of the
+    index (and at least `COMPACT_AFTER` entries) is gone, so a full history of N messages costs
+    O(1), not O(N), per message appended.
+    """
+
+    __slots__ = ("base", "heads", "index", "large", "start")
+
+    def __init__(self) -> None:
+        self.heads = bytearray()
+        self.large: dict[int, bytes] | None = None
+        """Heads longer than `LARGE`, by message id (their place in `heads` is empty)."""
+        self.index: array[float] = array("d")
+        self.base = 0
+        """Where `heads[0]` lies, in bytes counted since the buffer began."""
         self.start = 0
+        """The first entry of `index` still buffered."""
 
     def __len__(self) -> int:
-        return len(self.heads) - self.start
+        return len(self.index) // STRIDE - self.start
 
-    def drop(self, count: int) -> None:
-        """Drop the `count` oldest entries."""
-        heads, start = self.heads, self.start
-        end = start + count
-        if count == 1:  # a full history, one message in, one out
-            heads[start] = None
+    def append(self, head: bytes, ts: float, seq: int, id_: int) -> None:
+        heads = self.heads
+        if len(head) > LARGE:
+            large = self.large
+            if large is None:
+                large = self.large = {}
+            large[id_] = head
         else:
-            heads[start:end] = itertools.repeat(None, count)
+            heads += head
+        self.index.extend((self.base + len(heads), ts, seq))
+
+    def time(self, entry: int) -> float:
+        return self.index[entry * STRIDE + 1]
+
+    def head(self, entry: int) -> tuple[int, int]:
+        """Where entry `entry`'s head lies in `heads`."""
+        index, base = self.index, self.base
+        begin = 0 if entry == self.start else int(index[entry * STRIDE - STRIDE]) - base
+        return begin, int(index[entry * STRIDE]) - base
+
+    def drop(self, count: int) -> int:
+        """Drop the `count` oldest entries; the bytes of their heads."""
+        end = self.start + count
+        index = self.index
+        cut = int(index[end * STRIDE - STRIDE]) - self.base
+        del self.heads[:cut]
+        self.base += cut
         self.start = end
-        if end >= COMPACT_AFTER and 2 * end >= len(heads):
-            del heads[:end]
-            del self.times[:end]
-            del self.seqs[:end]
+        if end >= COMPACT_AFTER and 2 * end >= len(index) // STRIDE:
+            del index[: end * STRIDE]
             self.start = 0
+        return cut
 
     def older(self, cutoff: float, start: int) -> int:
-        """How many entries from index `start` on are older than `cutoff` (the newest, the
-        one just kept, never is: a buffer keeps at least it)."""
-        times = self.times
+        """How many entries from `start` on are older than `cutoff` (the newest, the one just
+        kept, never is: a buffer keeps at least it)."""
+        index = self.index
         end = start
-        last = len(times) - 1
-        while end < last and times[end] < cutoff:
+        last = len(index) // STRIDE - 1
+        while end < last and index[end * STRIDE + 1] < cutoff:
             end += 1
         return end - start
 
 
 class ChannelHistory:
     """One channel as a broker holds it: its epoch (and the unstarted epoch it began after,
-    `born`), its last id, and its buffered messages (`Buffer`, None when there are none)."""
+    `born`), its last id, and its buffered messages (`Buffer`, None when there are none),
+    counted in its engine's `Tally`."""
 
-    __slots__ = ("born", "buffer", "epoch", "last_id", "name")
+    __slots__ = ("born", "buffer", "epoch", "last_id", "name", "tally")
 
-    def __init__(self, name: str, epoch: str, born: str, last_id: int = 0) -> None:
+    def __init__(self, name: str, epoch: str, born: str, last_id: int, tally: Tally) -> None:
         self.name = name
         self.epoch = epoch
         self.born = born
@@ -96,6 +146,7 @@ class ChannelHistory:
         ended, and missed nothing."""
         self.last_id = last_id
         self.buffer: Buffer | None = None
+        self.tally = tally
 
     @property
     def unstarted(self) -> bool:
@@ -113,7 +164,7 @@ class ChannelHistory:
         buffer = self.buffer
         if buffer is None:
             return self.last_id + 1
-        return self.last_id - len(buffer.heads) + buffer.start + 1
+        return self.last_id - len(buffer) + 1
 
     def add(self, message: Message, size: int, ttl: float) -> None:
         """`message`, the next id (or the first of a new epoch), kept; the oldest beyond `size`
@@ -121,21 +172,34 @@ class ChannelHistory:
         buffer = self.buffer
         if buffer is None:
             buffer = self.buffer = Buffer()
-        heads, times = buffer.heads, buffer.times
-        ts = message.ts
-        heads.append(message.head)
-        times.append(ts)
-        buffer.seqs.append(message.seq)
+        head, ts = message.head, message.ts
+        buffer.append(head, ts, message.seq, message.id)
+        tally = self.tally
+        tally.bytes += len(head)
+        tally.messages += 1
         self.last_id = message.id
         start = buffer.start
-        excess = len(heads) - start - size
+        excess = len(buffer) - size
         cutoff = ts - ttl
-        if excess > 0 or times[start] < cutoff:  # the usual append stops here, or drops one
+        if excess > 0 or buffer.time(start) < cutoff:  # the usual append stops here, or drops one
             if excess < 0:
                 excess = 0
-            if times[start + excess] < cutoff:
+            if buffer.time(start + excess) < cutoff:
                 excess += buffer.older(cutoff, start + excess)
-            buffer.drop(excess)
+            self._drop(buffer, excess)
+
+    def _drop(self, buffer: Buffer, count: int) -> None:
+        if count:
+            tally = self.tally
+            large = buffer.large
+            if large:
+                first = self.first
+                for id_ in range(first, first + count):
+                    head = large.pop(id_, None)
+                    if head is not None:
+                        tally.bytes -= len(head)
+            tally.bytes -= buffer.drop(count)
+            tally.messages -= count
 
     def expire(self, ttl: float, now: float | None = None) -> None:
         """Drop what is older than the TTL."""
@@ -143,16 +207,25 @@ class ChannelHistory:
         if buffer is not None:
             cutoff = (time.time() if now is None else now) - ttl
             old = buffer.older(cutoff, buffer.start)
-            if old == len(buffer) - 1 and buffer.times[-1] < cutoff:
-                self.buffer = None
+            if old == len(buffer) - 1 and buffer.time(len(buffer.index) // STRIDE - 1) < cutoff:
+                self.clear()
             elif old:
-                buffer.drop(old)
+                self._drop(buffer, old)
 
     def clear(self) -> None:
-        self.buffer = None
+        """Drop every buffered message."""
+        buffer = self.buffer
+        if buffer is not None:
+            self.buffer = None
+            tally = self.tally
+            tally.bytes -= len(buffer.heads)
+            if buffer.large:
+                tally.bytes -= sum(map(len, buffer.large.values()))
+            tally.messages -= len(buffer)
 
     def messages(self, after: int, upto: int) -> list[Message]:
-        """The buffered messages with ids in (`after`, `upto`], oldest first."""
+        """The buffered messages with ids in (`after`, `upto`], oldest first (a head up to
+        `LARGE` bytes copied out of the buffer, a longer one shared)."""
         buffer = self.buffer
         if buffer is None:
             return []
@@ -160,13 +233,16 @@ class ChannelHistory:
         low = max(after + 1, first)
         high = min(upto, self.last_id)
         base = buffer.start - first
-        heads, times, seqs = buffer.heads, buffer.times, buffer.seqs
+        index, name, epoch, large = buffer.index, self.name, self.epoch, buffer.large
         out = []
-        for id_ in range(low, high + 1):
-            at = base + id_
-            head = heads[at]
-            assert head is not None, "a dropped entry inside the buffered range"
-            out.append(Message.kept(self.name, self.epoch, id_, times[at], seqs[at], head))
+        with memoryview(buffer.heads) as heads:
+            for id_ in range(low, high + 1):
+                entry = base + id_
+                begin, end = buffer.head(entry)
+                at = entry * STRIDE
+                ts, seq = index[at + 1], int(index[at + 2])
+                head = bytes(heads[begin:end]) if end > begin else large[id_]  # type: ignore[index]
+                out.append(Message.kept(name, epoch, id_, ts, seq, head))
         return out
 
     def backlog(self, position: Position | None, count: int, upto: int) -> list[Event]:
@@ -209,21 +285,37 @@ class Histories(dict[str, ChannelHistory]):
     (`Message.seq`), so backlogs of several channels come in the order messages arrived.
     """
 
-    __slots__ = ("_arrivals", "size", "ttl", "unstarted")
+    __slots__ = ("_arrivals", "size", "tally", "ttl", "unstarted")
 
     def __init__(self, size: int, ttl: float, unstarted: str) -> None:
         super().__init__()
         self.size = size
         self.ttl = ttl
         self.unstarted = unstarted
+        self.tally = Tally()
+        """The bytes and messages every channel here buffers."""
         self._arrivals = itertools.count(1)
+
+    def __delitem__(self, name: str) -> None:
+        self.pop(name)
+
+    def pop(self, name: str, *default: ChannelHistory | None) -> ChannelHistory | None:  # type: ignore[override]
+        """`name` dropped (its buffered messages no longer counted), or `default`."""
+        history = super().pop(name, *default)
+        if history is not None:
+            history.clear()
+        return history
 
     def load(
         self, name: str, epoch: str, last_id: int, messages: Iterable[Message] = ()
     ) -> ChannelHistory:
         """`name` as read from where the truth is: its epoch, its last id and what it buffers
         (the run of `messages` that ends at `last_id`; any older, unconnected ones are gone)."""
-        history = self[name] = ChannelHistory(name, epoch, born(self.unstarted, epoch), last_id)
+        replaced = self.get(name)
+        if replaced is not None:
+            replaced.clear()
+        history = ChannelHistory(name, epoch, born(self.unstarted, epoch), last_id, self.tally)
+        self[name] = history
         self._fill(history, messages)
         return history
 

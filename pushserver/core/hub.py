@@ -25,6 +25,7 @@ from .fanout import Fanout
 from .history import ChannelHistory
 from .messages import Event, Message
 from .positions import Cursor, Position
+from .refit import refit
 from .shutdown import Shutdown
 from .slices import slices
 from .subscription import LocalChannel, StreamSubscriber, Waiter
@@ -219,7 +220,8 @@ class Hub:
     async def sweep(self, idle_after: float) -> int:
         """Forget channels nobody is held on: at once when nobody published to them or the
         broker no longer holds the history they went on from, else once idle `idle_after`;
-        `SWEEP_SLICE` at a time with a loop turn between slices."""
+        `SWEEP_SLICE` at a time with a loop turn between slices. The table then gives back
+        the room of what left it (`refit`)."""
         dropped = 0
         channels = self.channels
         history = self.broker.history
@@ -236,6 +238,7 @@ class Hub:
                 ):
                     del channels[name]
                     dropped += 1
+        refit(channels)  # also the room of channels gone with their last subscriber
         return dropped
 
     # -- the broker's sink -------------------------------------------------------------------

@@ -48,6 +48,17 @@ class HubCollector(Collector):
         channels = self._family(GaugeMetricFamily, "pushserver_channels", "Channels held")
         channels.add_metric(base, len(hub.broker.history))
         yield channels
+        tally = hub.broker.history.tally
+        held = self._family(
+            GaugeMetricFamily, "pushserver_history_bytes", "Bytes of messages held in histories"
+        )
+        held.add_metric(base, tally.bytes)
+        yield held
+        kept = self._family(
+            GaugeMetricFamily, "pushserver_history_messages", "Messages held in histories"
+        )
+        kept.add_metric(base, tally.messages)
+        yield kept
         published = self._family(
             CounterMetricFamily, "pushserver_messages_published", "Messages published"
         )

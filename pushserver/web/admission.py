@@ -6,11 +6,20 @@ requests arriving together all see each other) until it is let go (`Admission.le
 once); `--max-connections` and `--max-connections-per-ip` bound them. A connection that is still
 sending its request head, or is kept alive waiting for its next request, counts under `HEAD`
 (`HeadGuard`): without a bound a client could open many connections, send long heads and never
-finish them, each holding memory and a socket while escaping the subscriber limits. A new
-connection is refused at once while such connections alone fill `--max-connections` or the
-per-address limit (not counted against a trusted proxy, whose connections carry many clients);
-the kept-alive one that has waited longest is closed to make room first. `--request-timeout`
-ends a head that takes too long.
+finish them, each holding memory and a socket while escaping the subscriber limits.
+
+When such connections fill `--max-connections`, a new one makes room (`HeadGuard.enter`): the
+one that has waited longest for a head (sent nothing, or an unfinished head) or rested longest
+kept alive gives way, if it has waited more than `--head-grace`; else the longest resting one
+(a kept-alive connection between two requests). When neither exists (a flood of heads all
+younger than the grace), the new connection comes in on the operators' reserve of `RESERVE`
+connections, where only `/healthz` (a load balancer's check), `/stats` and `/metrics` are
+served and any other request is refused with `503`; the longest waiting on the reserve gives
+way to the next, so the flood a health check is meant to detect never refuses it at the door.
+Under pressure a new connection's head timeout shortens (`HeadGuard.head_timeout`, after
+nginx's `client_header_timeout` and HAProxy's `timeout http-request`). The per-address limit
+refuses at once (not counted against a trusted proxy, whose connections carry many clients).
+`--request-timeout` ends a head that takes too long.
 
 `/stats` and `/metrics` read the counts from here (`Admission.connections`).
 """
@@ -28,6 +37,12 @@ if TYPE_CHECKING:
 
 HEAD = "head"
 """The kind under which unfinished heads are counted in `Admission.connections`."""
+RESERVE = 16
+"""Connections over `--max-connections` waiting for a head on the operators' reserve: taken
+only when no other waiting connection can give way; any request but theirs (`OPERATOR_PATHS`)
+is refused."""
+OPERATOR_PATHS = frozenset({"/healthz", "/stats", "/metrics"})
+"""What a connection on the reserve may ask for."""
 LINGER = 2.0
 """Seconds a refused connection stays half-closed so that its client reads the answer: closing
 with its request unread would reset the connection and could lose the answer."""
@@ -82,19 +97,34 @@ class Admission:
         _less(self.per_ip, remote)
 
 
-class Resting(Protocol):
-    """A kept-alive connection waiting for its next request, as the guard sees it."""
+class Waiting(Protocol):
+    """A connection waiting for a request head (or kept alive between requests), as the guard
+    sees it."""
 
-    def close_resting(self) -> None:
+    since: float
+    """Loop time its wait began."""
+    reserved: bool
+    """Let in on the operators' reserve (`RESERVE`): only their routes are served."""
+
+    def give_way(self) -> None:
         """Close it to make room; it no longer counts from now on."""
         ...
 
 
 class HeadGuard:
     """Unfinished heads (`Admission.connections[HEAD]`) and resting connections, per client
-    address too under a per-address limit."""
+    address too under a per-address limit, and who gives way when they fill the door."""
 
-    __slots__ = ("by_address", "counts", "limits_hit", "per_ip", "resting", "settings")
+    __slots__ = (
+        "by_address",
+        "counts",
+        "heads",
+        "limits_hit",
+        "per_ip",
+        "resting",
+        "settings",
+        "spares",
+    )
 
     def __init__(self, admission: Admission) -> None:
         self.settings = settings = admission.settings
@@ -105,21 +135,24 @@ class HeadGuard:
         self.per_ip: dict[str, int] = {}
         """Unfinished heads and resting connections per address, counted only under a
         per-address limit: a long-poll's kept-alive connection rests between every two polls."""
-        self.resting: dict[Resting, None] = {}
+        self.heads: dict[Waiting, None] = {}
+        """Connections waiting for a head, the longest waiting first (`HEAD` counts them)."""
+        self.resting: dict[Waiting, None] = {}
         """Kept-alive connections waiting for their next request, the longest waiting first:
-        they count as unfinished heads, and are the first to go when those fill
-        `--max-connections` (`reclaim`)."""
+        they count as unfinished heads."""
+        self.spares: dict[Waiting, None] = {}
+        """Connections on the operators' reserve still waiting for their head, the longest
+        waiting first."""
 
     def crowded(self) -> bool:
         """Whether connections waiting for a head fill `--max-connections`."""
-        return self.counts.get(HEAD, 0) + len(self.resting) >= self.settings.max_connections
+        return len(self.heads) + len(self.resting) >= self.settings.max_connections
 
-    def full(self, remote: str) -> PushError | None:
-        """Why a new connection is refused: unfinished heads already fill a limit."""
+    def enter(self, conn: Waiting, remote: str, now: float) -> PushError | None:
+        """Whether a new connection `conn` from `remote` comes in at loop time `now`: room made
+        for it if need be (`make_room`), or a place on the operators' reserve
+        (`conn.reserved`); else why it is refused."""
         settings = self.settings
-        if self.crowded():
-            self.limits_hit["max_connections"] += 1
-            return Unavailable("over_capacity", "too many connections with unfinished requests")
         per_ip = settings.max_connections_per_ip
         if (
             per_ip
@@ -129,38 +162,78 @@ class HeadGuard:
             self.limits_hit["max_connections_per_ip"] += 1
             message = f"at most {per_ip} connections per client address"
             return TooMany("too_many_connections", message, retry_after=1)
+        if self.crowded() and not self.make_room(now):
+            spares = self.spares
+            if len(spares) >= RESERVE:  # a flood that took it: the longest on it gives way
+                self.limits_hit["max_connections"] += 1
+                next(iter(spares)).give_way()
+            spares[conn] = None
+            conn.reserved = True
         return None
 
-    def start(self, remote: str) -> None:
+    def over_capacity(self) -> PushError:
+        """The refusal of a connection the door has no room for (counted)."""
+        self.limits_hit["max_connections"] += 1
+        return Unavailable("over_capacity", "too many connections with unfinished requests")
+
+    def make_room(self, now: float) -> bool:
+        """Close one waiting connection for a new one, if one may go: the one that has waited
+        longest, whether for a head or for its next request, if longer than `--head-grace`;
+        else the one resting longest (as nginx frees its idle keep-alive connections when it
+        runs short). A young unfinished head is never closed: it may be a client's first
+        request on a slow network. False when none may go."""
+        head = next(iter(self.heads), None)
+        rest = next(iter(self.resting), None)
+        cutoff = now - self.settings.head_grace
+        if head is not None and head.since <= cutoff and (rest is None or head.since <= rest.since):
+            head.give_way()
+            return True
+        if rest is not None:
+            rest.give_way()
+            return True
+        return False
+
+    def head_timeout(self) -> float:
+        """How long a new connection may take to send its head: `--request-timeout` while at
+        most half of `--max-connections` wait for one, then less in proportion to the room
+        left, down to `--head-grace` when they fill it (the nginx `client_header_timeout` and
+        HAProxy `timeout http-request` of a box under a connection flood)."""
+        settings = self.settings
+        timeout = settings.request_timeout
+        free = 1 - (len(self.heads) + len(self.resting)) / settings.max_connections
+        if free >= 0.5:
+            return timeout
+        return max(settings.head_grace, min(timeout, 2 * free * timeout))
+
+    def start(self, conn: Waiting, remote: str) -> None:
         """Count an unfinished head (under `HEAD`, not as a held subscriber)."""
+        self.heads[conn] = None
         counts = self.counts
         counts[HEAD] = counts.get(HEAD, 0) + 1
         if self.by_address:
             self.per_ip[remote] = self.per_ip.get(remote, 0) + 1
 
-    def finish(self, remote: str) -> None:
+    def finish(self, conn: Waiting, remote: str) -> None:
+        del self.heads[conn]
         self.counts[HEAD] -= 1
         if self.by_address:
             _less(self.per_ip, remote)
 
-    def rest(self, conn: Resting, remote: str) -> None:
+    def rest(self, conn: Waiting, remote: str) -> None:
         """`conn`, kept alive, waits for its next request (`stir` when that wait ends)."""
         self.resting[conn] = None
         if self.by_address:
             self.per_ip[remote] = self.per_ip.get(remote, 0) + 1
 
-    def stir(self, conn: Resting, remote: str) -> None:
+    def stir(self, conn: Waiting, remote: str) -> None:
         del self.resting[conn]
         if self.by_address:
             _less(self.per_ip, remote)
 
-    def reclaim(self) -> None:
-        """Close the connection that has rested longest, to make room for a new connection
-        when waiting connections fill `--max-connections` (as nginx frees its idle keep-alive
-        connections when it runs short)."""
-        for conn in self.resting:
-            conn.close_resting()
-            return
+    def served(self, conn: Waiting) -> None:
+        """`conn`, let in on the reserve, is served or gone: no longer on it (a connection
+        served stays `reserved`: only the operators' routes, and counted as any other)."""
+        self.spares.pop(conn, None)
 
 
 def _less(counts: dict[str, int], remote: str) -> None:

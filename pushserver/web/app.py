@@ -19,6 +19,7 @@ from ..core.hub import Hub
 from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
+from ..monitor.trim import Trimmer
 from . import admin, cors, extension, limits, openapi, proxies
 from .admission import Admission
 from .errors import error_response, response_for
@@ -125,6 +126,7 @@ async def _timers(app: web.Application) -> AsyncIterator[None]:
             asyncio.create_task(_every(settings.heartbeat, hub.fanout.heartbeat)),
             asyncio.create_task(_every(settings.sweep_interval, lambda: hub.sweep(idle_after))),
             asyncio.create_task(_every(1.0, state.cpu.sample)),
+            asyncio.create_task(_every(settings.sweep_interval, state.trimmer.check)),
         ]
         yield
         for task in tasks:
@@ -144,6 +146,7 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
     )
     gc = GcMonitor(lambda generation, seconds: metrics.observe_gc(generation, seconds))
     admission = Admission(settings, hub.stats.limits_hit)
+    trimmer = Trimmer()
     metrics = Metrics(
         hub,
         (NAMES, admission.connections),
@@ -152,6 +155,8 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
             "gc_pauses": gc.pauses,
             "gc_pause_worst_seconds": gc.worst,
             "gc_collected_objects": gc.collected,
+            "malloc_trims": trimmer.trims,
+            "malloc_trimmed_bytes": trimmer.returned,
         },
     )
     hub.observe_fanout = metrics.fanout.observe
@@ -161,7 +166,7 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
         middlewares.insert(0, forwarded_client(settings.trusted_networks))
     app = web.Application(middlewares=middlewares, client_max_size=settings.max_message_bytes)
     app[STATE] = state = ServerState(
-        settings, hub, metrics, gc, ExpiryWatch(hub), worker, admission
+        settings, hub, metrics, gc, ExpiryWatch(hub), worker, admission, trimmer=trimmer
     )
     if settings.max_publish_rate > 0:
         state.limiter = RateLimiter(settings.max_publish_rate)

@@ -13,6 +13,7 @@ from ..core.ratelimit import RateLimiter
 from ..monitor.gcmonitor import GcMonitor
 from ..monitor.metrics import Metrics
 from ..monitor.process import CpuSampler
+from ..monitor.trim import Trimmer
 from .admission import Admission, HeadGuard
 
 
@@ -27,6 +28,8 @@ class ServerState:
     admission: Admission
     """Held subscribers and the limits on them (`admit` before any await, `leave` once)."""
     cpu: CpuSampler = dataclasses.field(default_factory=CpuSampler)
+    trimmer: Trimmer = dataclasses.field(default_factory=Trimmer)
+    """Gives the C allocator's free memory back after sweeps and floods."""
     heads: HeadGuard = dataclasses.field(init=False)
     draining: bool = False
     limiter: RateLimiter | None = None

@@ -21,6 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ...config import Settings
 from ...core.history import Histories
 from ...core.positions import Position, unstarted
+from ...core.refit import refit
 from ..ordering import Sequencer
 from ..sinks import Reporting
 from .link import BATCH, DOWN_ERRORS
@@ -165,6 +166,8 @@ class Following(Reporting):
         del self.records[rec.name]
         del self.by_topic[rec.topic]
         self.history.pop(rec.name, None)
+        for table in (self.records, self.by_topic, self.history):
+            refit(table)  # a look at its size; a copy only once most of it has gone
         if rec.shard is not None:
             rec.shard.link.send("UNSUBSCRIBE", rec.topic)
 

@@ -38,6 +38,8 @@ class Io(Protocol):
     """The address the connection comes from."""
     transport: asyncio.Transport
     """The socket's transport, for what stands in for it (`forward.Conduit`)."""
+    reserved: bool
+    """Let in on the operators' reserve (`admission.RESERVE`): only their routes are served."""
 
     def close(self, abort: bool = False) -> None: ...
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from ...core.errors import PushError
 from .. import limits
+from ..admission import OPERATOR_PATHS
 from ..errors import error_body
 from ..http import answer
 from ..http.accesslog import log_request
@@ -190,7 +191,11 @@ class Connection(Repolls, Bodies):
     def _start(self, rest: bytes, head: RequestHead, serve: Serve, arg: object) -> None:
         """Serve a request whose head is whole (`rest` follows it) with `serve(self, arg)`;
         what it returns is awaited in a task."""
-        self.io.serving()
+        io = self.io
+        if io.reserved and head.path not in OPERATOR_PATHS:  # the door was full
+            self._turn_away(self.state.heads.over_capacity())
+            return
+        io.serving()
         self.buffer = rest
         self.phase = BUSY
         http = self.http
@@ -229,12 +234,16 @@ class Connection(Repolls, Bodies):
     def _refuse(self, status: int, code: str, message: str) -> None:
         """A head the connection cannot serve (the buffer's first): answered with a JSON error,
         without it for a HEAD request, then closed."""
+        self._close_with(status, [answer.JSON], error_body(code, message))
+
+    def _turn_away(self, exc: PushError) -> None:
+        """Like `_refuse`, with the error's own headers (`Retry-After`)."""
+        self._close_with(*answer.refusal(exc))
+
+    def _close_with(self, status: int, headers: Headers, body: bytes) -> None:
         self.phase = DONE
         self.io.serving()
-        body = error_body(code, message)
-        self.out.write(
-            answer.closing(status, [answer.JSON], body, self.buffer.startswith(b"HEAD "))
-        )
+        self.out.write(answer.closing(status, headers, body, self.buffer.startswith(b"HEAD ")))
         self.io.close()
 
     # -- answering ----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, cast
 
+from ...core.errors import Unavailable
 from ..admission import LINGER
 from ..cors import Cors
 from ..http import answer
@@ -108,7 +109,18 @@ class FrontProtocol(asyncio.Protocol):
     """One accepted socket: its transport, its reading and writing paused or not, its deadline
     on the wheel and its place in the door's counts, for its `Connection`."""
 
-    __slots__ = ("bucket", "conn", "deadline", "door", "front", "paused", "peer", "transport")
+    __slots__ = (
+        "bucket",
+        "conn",
+        "deadline",
+        "door",
+        "front",
+        "paused",
+        "peer",
+        "reserved",
+        "since",
+        "transport",
+    )
 
     def __init__(self, front: Front) -> None:
         self.front = front
@@ -120,6 +132,10 @@ class FrontProtocol(asyncio.Protocol):
         self.door = OUT
         """How the door counts it (`admission.HeadGuard`): as receiving a head (`HEAD`), as
         kept alive and waiting for its next request (`RESTING`), or not at all (`OUT`)."""
+        self.since = 0.0
+        """Loop time its wait for a head or its rest began (who gives way first)."""
+        self.reserved = False
+        """Let in on the operators' reserve (`admission.RESERVE`)."""
 
     # -- the transport's callbacks ----------------------------------------------------------
 
@@ -130,9 +146,7 @@ class FrontProtocol(asyncio.Protocol):
         self.peer = sys.intern(str(peer[0])) if isinstance(peer, tuple | list) else "-"
         front = self.front
         guard = front.guard
-        if guard.resting and guard.crowded():
-            guard.reclaim()
-        refused = guard.full(self.peer)
+        refused = guard.enter(self, self.peer, front.loop.time())
         if refused is not None:
             transport.write(answer.closing(*answer.refusal(refused)))
             self._give_up()
@@ -140,7 +154,7 @@ class FrontProtocol(asyncio.Protocol):
         front.connections.add(self)
         self.conn = Connection(front, self, transport)
         self.waiting(True)
-        self.wait(front.timeout)
+        self.wait(guard.head_timeout())
 
     def data_received(self, data: bytes) -> None:
         if self.door == RESTING:
@@ -162,8 +176,11 @@ class FrontProtocol(asyncio.Protocol):
         """This protocol is done with the socket (lost, or given away)."""
         self._stir()
         self.serving()
-        self.front.connections.discard(self)
-        self.front.wheel.cancel(self)
+        front = self.front
+        if self.reserved:
+            front.guard.served(self)
+        front.connections.discard(self)
+        front.wheel.cancel(self)
 
     # -- what the connection asks (`connection.Io`) -----------------------------------------
 
@@ -201,26 +218,36 @@ class FrontProtocol(asyncio.Protocol):
                 if door == RESTING:
                     self._stir()
                 self.door = HEAD
-                self.front.guard.start(self.peer)
+                front = self.front
+                self.since = front.loop.time()
+                front.guard.start(self, self.peer)
         elif door == OUT:
             # Kept alive, waiting for the next request: counted with the unfinished heads (a
-            # socket held like any other), and the first to go when the server needs room.
+            # socket held like any other), and among the first to go when the server needs room.
             self.door = RESTING
-            self.front.guard.rest(self, self.peer)
+            front = self.front
+            self.since = front.loop.time()
+            front.guard.rest(self, self.peer)
 
     def serving(self) -> None:
         if self.door == HEAD:
             self.door = OUT
-            self.front.guard.finish(self.peer)
+            guard = self.front.guard
+            guard.finish(self, self.peer)
+            if self.reserved:
+                guard.served(self)
 
     def _stir(self) -> None:
         if self.door == RESTING:
             self.door = OUT
             self.front.guard.stir(self, self.peer)
 
-    def close_resting(self) -> None:
-        """Close this connection, kept alive and waiting for a request, to make room; it no
-        longer counts from now on (`HeadGuard.reclaim`)."""
+    def give_way(self) -> None:
+        """Close this connection, waiting for a request head, to make room; it no longer counts
+        from now on (`HeadGuard.make_room`). One that never finished a head is told why."""
+        if self.door == HEAD:
+            refused = Unavailable("over_capacity", "too many connections with unfinished requests")
+            self.transport.write(answer.closing(*answer.refusal(refused)))
         self._leave()
         self.conn.close()
 

@@ -95,6 +95,9 @@ async def test_healthz_and_stats_and_metrics(server):
             "messages_in",
             "messages_out",
             "rss_bytes",
+            "history_bytes",
+            "history_messages",
+            "malloc_trims",
             "uptime",
             "cpu_percent",
             "cpu_seconds",
@@ -104,6 +107,7 @@ async def test_healthz_and_stats_and_metrics(server):
         ):
             assert key in stats
         assert stats["messages_in"] == 1 and stats["messages_out"] == 1
+        assert stats["history_messages"] == 1 and stats["history_bytes"] > 0
         async with s.get(f"{server.url}/metrics") as r:
             text = await r.text()
         await sub.close()
@@ -113,6 +117,7 @@ async def test_healthz_and_stats_and_metrics(server):
         'pushserver_messages_delivered_total{transport="sse",worker="0"} 1.0',
         "pushserver_publish_to_write_seconds_bucket",
         "pushserver_gc_pause_seconds_bucket",
+        'pushserver_history_messages{worker="0"} 1.0',
     ):
         assert name in text, name
 

@@ -4,6 +4,7 @@ stands in for the hub; no server."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 
 import pytest
@@ -106,3 +107,16 @@ async def test_a_dropped_channel_starts_a_new_epoch_its_cursor_can_tell_apart(en
     [second] = broker.publish([Item("news", b"2")])
     assert second.id == 1 and second.epoch != first.epoch
     assert broker.history["news"].born == unstarted
+
+
+async def test_the_sweep_gives_back_the_room_of_the_channels_it_dropped(engine):
+    broker, _ = engine
+    names = [f"c{i}" for i in range(50_000)]
+    broker.publish([Item(name, b"1") for name in names])
+    full = sys.getsizeof(broker.history)
+    for name in names[:-10]:
+        broker.history[name].clear()  # as if its history had expired
+    assert await broker.sweep() == len(names) - 10
+    assert sorted(broker.history) == sorted(names[-10:])
+    assert sys.getsizeof(broker.history) * 100 < full
+    assert broker.history.tally.messages == 10  # what the ten kept still counted

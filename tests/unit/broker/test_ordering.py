@@ -142,6 +142,16 @@ def test_an_epoch_change_jumps_and_retires_the_old_epoch() -> None:
     assert sink.calls == [("append", "e2", 3)]
 
 
+def test_retiring_an_epoch_of_one_channel_leaves_the_others_none_retired() -> None:
+    order, _ = loaded()
+    other, _ = loaded()
+    assert order.retired is other.retired  # one shared empty set, not one per channel
+    assert order.offer(msg(1, "e2"))
+    read(order, "e2", 2, msgs(range(1, 3), "e2"))
+    assert order.retired == {"e1"}
+    assert other.retired == frozenset() and other.behind("e2", 1)
+
+
 def test_a_late_reconnect_hands_over_the_whole_new_epoch() -> None:
     """The node was away while Redis restarted and another node published 1 to 3 in the new
     epoch: the read (which starts the new epoch from its beginning) is passed on whole."""

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pushserver.core.history import COMPACT_AFTER, ChannelInfo, Histories
+from pushserver.core.history import COMPACT_AFTER, LARGE, ChannelInfo, Histories
 from pushserver.core.messages import Message
 from pushserver.core.positions import born, unstarted
 
@@ -16,6 +16,13 @@ GENERATION = unstarted("9c1f02ab")
 
 def message(n: int, channel: str = "news", epoch: str = "e1", ts: float = 1000.0) -> Message:
     return Message(channel, epoch, n, ts + n, b'"m%d"' % n)
+
+
+def varied(n: int) -> Message:
+    """Message `n` at time `2n` (as `message(n, ts=n)`); every third one's head longer than
+    `LARGE`, kept apart."""
+    data = b'"%s"' % (b"x" * (LARGE if n % 3 == 0 else n % 7))
+    return Message("news", "e1", n, float(2 * n), data)
 
 
 def ids(histories: Histories, name: str = "news") -> list[int]:
@@ -28,8 +35,8 @@ def test_a_kept_message_is_its_envelope_head_and_comes_back_the_same():
     sent = message(1)
     histories.append(sent)
     (back,) = histories["news"].messages(0, 1)
-    assert histories["news"].buffer.heads == [sent.head]  # type: ignore[union-attr]
-    assert back.head is sent.head  # stored once: the same bytes object
+    assert histories["news"].buffer.heads == sent.head  # type: ignore[union-attr]
+    assert back.head == sent.head  # stored once, as its bytes: read back as a copy
     assert (back.channel, back.epoch, back.id, back.ts, back.seq) == ("news", "e1", 1, 1001, 1)
     assert back.position == sent.position and back.body(b"c") == sent.body(b"c")
 
@@ -60,7 +67,8 @@ def test_the_size_keeps_the_newest_and_the_buffer_compacts_as_it_goes():
         histories.append(message(n))
         buffer = histories["news"].buffer
         assert buffer is not None
-        assert len(buffer.heads) <= max(2 * 5, COMPACT_AFTER + 5)  # dropped entries go in bulk
+        assert len(buffer.index) <= 3 * max(2 * 5, COMPACT_AFTER + 5)  # dropped in bulk
+        assert len(buffer.heads) == sum(len(m.head) for m in histories["news"].messages(0, n))
     assert ids(histories) == [195, 196, 197, 198, 199]
     assert histories["news"].first == 195
 
@@ -119,7 +127,7 @@ def test_what_is_buffered_is_always_the_newest_ids_within_size_and_age(size, ste
     for step in steps:
         if step == "add":
             last += 1
-            histories.append(message(last, ts=float(last)))
+            histories.append(varied(last))
             model = [*model, (last, last + float(last))][-size:]
         else:
             histories["news"].expire(ttl=1.0, now=float(2 * step))
@@ -127,6 +135,10 @@ def test_what_is_buffered_is_always_the_newest_ids_within_size_and_age(size, ste
         assert ids(histories) == [n for n, _ in model]
         assert histories["news"].buffered == len(model)
         assert histories["news"].first == (model[0][0] if model else last + 1)
+        heads = [m.head for m in histories["news"].messages(0, last)]
+        assert heads == [varied(n).head for n, _ in model]
+        tally = histories.tally
+        assert (tally.bytes, tally.messages) == (sum(map(len, heads)), len(model))
 
 
 @pytest.mark.parametrize("upto", [0, 3, 5, 9])
@@ -134,3 +146,33 @@ def test_messages_stop_at_what_was_fanned_out(upto):
     histories = Histories(10, 1e10, GENERATION)
     histories.load("news", "e1", 5, [message(n) for n in range(1, 6)])
     assert [m.id for m in histories["news"].messages(1, upto)] == list(range(2, min(upto, 5) + 1))
+
+
+def test_the_tally_counts_what_every_channel_buffers_as_channels_come_and_go():
+    histories = Histories(3, 1e10, GENERATION)
+    for n in range(1, 6):
+        histories.append(message(n, "a"))
+        histories.append(message(n, "b"))
+    per_channel = sum(len(message(n, "a").head) for n in (3, 4, 5))
+    assert (histories.tally.bytes, histories.tally.messages) == (2 * per_channel, 6)
+    del histories["a"]
+    assert (histories.tally.bytes, histories.tally.messages) == (per_channel, 3)
+    histories.load("b", "e2", 0)  # replaced: what the old one buffered no longer counts
+    assert (histories.tally.bytes, histories.tally.messages) == (0, 0)
+    histories.append(message(1, "c", "e1"))
+    histories.reset("c", "e2", 0, [])
+    assert histories.pop("c") is not None and histories.pop("c", None) is None
+    assert (histories.tally.bytes, histories.tally.messages) == (0, 0)
+
+
+def test_a_long_head_is_kept_as_it_came_and_shared_by_every_backlog():
+    histories = Histories(2, 1e10, GENERATION)
+    long = Message("news", "e1", 1, 1001.0, b'"%s"' % (b"x" * LARGE))
+    histories.append(long)
+    histories.append(message(2))
+    (first, second), again = histories["news"].messages(0, 2), histories["news"].messages(0, 1)
+    assert first.head is long.head and again[0].head is long.head
+    assert second.head == message(2).head
+    histories.append(message(3))  # the long one leaves
+    assert histories["news"].buffer.large == {}  # type: ignore[union-attr]
+    assert histories.tally.bytes == len(message(2).head) + len(message(3).head)

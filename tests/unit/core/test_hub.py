@@ -7,6 +7,7 @@ A publish through the memory broker yields once, which runs the flush, so each t
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -228,6 +229,23 @@ async def test_sweep_forgets_channels_nobody_is_held_on(hub):
     hub.release(sub.channels)
     assert not hub.channels
     assert set(hub.broker.history) == {"kept", "old"}  # what subscribers resume from stays
+
+
+async def test_sweeps_give_back_the_room_of_channels_gone_with_their_subscribers(hub):
+    names = [f"flood{i}" for i in range(20_000)]
+    sub = await stream(hub, names[:10])
+    opened = await hub.open(names[10:], {})  # a flood of channels nobody publishes to
+    full = sys.getsizeof(hub.channels), sys.getsizeof(hub.broker.history)
+    hub.release(opened)
+    assert len(hub.channels) == len(hub.broker.history) == 10
+    assert await hub.sweep(idle_after=3600) == 0  # nothing left to drop: only the room
+    await hub.broker.sweep()
+    assert sys.getsizeof(hub.channels) * 20 < full[0]
+    assert sys.getsizeof(hub.broker.history) * 20 < full[1]
+    assert list(hub.channels) == list(hub.broker.history) == names[:10]
+    hub.detach(sub)
+    hub.release(sub.channels)
+    assert not hub.channels
 
 
 async def test_a_jump_to_a_new_epoch_announces_a_gap_to_streams_and_waiters(hub):

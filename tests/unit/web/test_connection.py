@@ -476,6 +476,7 @@ class Io:
     def __init__(self, transport: MockTransport) -> None:
         self.peer = "10.0.0.1"
         self.transport = transport
+        self.reserved = False
         self.asked: list[str] = []
 
     def __getattr__(self, name: str) -> Callable[..., None]:
