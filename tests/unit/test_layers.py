@@ -22,6 +22,7 @@ RANK = {
     "": -1,
     "config": -1,
     "redis_urls": -2,
+    "head_sizes": -2,
     "wire": 0,
     "core": 1,
     "broker": 2,
@@ -30,7 +31,8 @@ RANK = {
 }
 """Layer of each package or top-level module; a module imports only from its own layer or a
 lower one. The package's `__init__` and `config` are leaves every layer may read, and
-`redis_urls` one below config, which reads `--redis` with it; a top-level module not named here
+`redis_urls` and `head_sizes` one below config, which reads `--redis` and checks the head
+limits with them; a top-level module not named here
 is an entry point (cli, runner, workers, ...), above everything."""
 ENTRY = 4
 NO_AIOHTTP = ("core", "wire")

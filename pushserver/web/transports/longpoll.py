@@ -9,7 +9,6 @@ a kept-alive connection reads its next request on the same protocol."""
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 import time
 from collections.abc import Awaitable, Mapping
@@ -18,14 +17,14 @@ from typing import TYPE_CHECKING
 from ...core.errors import InvalidInput, PushError, draining
 from ...core.positions import cursor_part
 from ...core.subscription import Bound, LocalChannel, Start, Waiter
-from ...wire.compression import GZIP_MIN_BYTES, gzip_body
 from ...wire.framing import longpoll_body
 from ..http import answer
 from ..http.answer import JSON, NO_CACHE, json_answer
-from ..http.coding import GZIP, VARY, Accepts, accepts
+from ..http.coding import VARY, Accepts
 from ..http.parser import RequestHead
 from ..state import ServerState
 from . import probe
+from .coding import accepted, encoded, gzip_json_answer, script_safe
 from .common import (
     Subscribe,
     SubscribeRequest,
@@ -77,48 +76,6 @@ def _plain(settings: Settings, head: RequestHead) -> bool:
         and not settings.access_log
         and not (settings.cors_origins and "origin" in head.headers)
     )
-
-
-def script_safe(body: bytes) -> bytes:
-    """JSON as JavaScript source: U+2028 and U+2029 end a line in the string literals of
-    scripts before ES2019, the old browsers JSONP serves, so they go as escapes."""
-    return body.replace(b"\xe2\x80\xa8", b"\\u2028").replace(b"\xe2\x80\xa9", b"\\u2029")
-
-
-def accepted(settings: Settings, head: RequestHead) -> Accepts | None:
-    """What codings `head`'s answer may come in; None when the server compresses nothing."""
-    if not settings.compress:
-        return None
-    return accepts(head.headers.get("accept-encoding"))
-
-
-@functools.lru_cache(maxsize=32)
-def gzip_once(body: bytes) -> bytes:
-    """`gzip_body`, once for the polls answered with the same body (the same backlog)."""
-    return gzip_body(body)
-
-
-def encoded(
-    headers: list[tuple[str, str]], body: bytes, accepted: Accepts | None
-) -> tuple[list[tuple[str, str]], bytes]:
-    """An answer as its request accepts it: gzip from `GZIP_MIN_BYTES` (of any size when the
-    request refuses it as it is), with `Vary` whenever it accepts gzip."""
-    if accepted is None or not accepted.gzip:
-        return headers, body
-    if len(body) < GZIP_MIN_BYTES and accepted.identity:
-        return [*headers, VARY], body
-    return [*headers, GZIP, VARY], gzip_once(body)
-
-
-VARIED = (NO_CACHE, JSON, VARY)
-GZIPPED = (NO_CACHE, JSON, GZIP, VARY)
-
-
-def gzip_json_answer(body: bytes) -> bytes:
-    """`json_answer` for a request that accepts gzip: the body gzipped from `GZIP_MIN_BYTES`."""
-    if len(body) < GZIP_MIN_BYTES:
-        return answer.whole(200, VARIED, "1.1", True, body)
-    return answer.whole(200, GZIPPED, "1.1", True, gzip_once(body))
 
 
 def _callback(query: Mapping[str, str]) -> str | None:

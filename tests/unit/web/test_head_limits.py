@@ -7,17 +7,11 @@ from urllib.parse import quote
 
 import pytest
 
-from pushserver.config import (
-    LONGEST_NAME,
-    ConfigError,
-    Settings,
-    longest_cursor,
-    longest_subscribe_target,
-    validate,
-)
+from pushserver.config import ConfigError, Settings, validate
 from pushserver.core.errors import InvalidInput
 from pushserver.core.names import parse_channels
 from pushserver.core.positions import Cursor, Position
+from pushserver.head_sizes import LONGEST_NAME, longest_cursor, longest_subscribe_target
 
 
 def longest(channels: int) -> dict[str, Position]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pushserver.core.errors import InvalidInput
+from pushserver.web.transports.coding import script_safe
 from pushserver.web.transports.common import digits_value, int_param
-from pushserver.web.transports.longpoll import script_safe
 
 
 @pytest.mark.parametrize(
