@@ -55,9 +55,11 @@ async def run_through(
 ) -> None:
     """Keyed publishes to `channel` through node a, before, while and after `change` runs (in a
     thread), to subscribers on node b on every streaming transport: each gets every acknowledged
-    message once and in order, no id is handed out twice, and both nodes end healthy."""
-    a = factory("--redis", url, "--heartbeat", "0.5")
-    b = factory("--redis", url, "--heartbeat", "0.5")
+    message once and in order, no id is handed out twice, and both nodes end healthy. The
+    history holds every message the run publishes, so one a node missed while the change ran is
+    read back, never trimmed away (a trimmed one would be an honest `expired` gap instead)."""
+    a = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000")
+    b = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000")
     counter = itertools.count()
     async with aiohttp.ClientSession() as s:
         for node in (a, b):
