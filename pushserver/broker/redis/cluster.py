@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import secrets
 from typing import Any
 
 from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -28,7 +27,8 @@ from redis.exceptions import RedisError
 from ...config import Settings
 from ...redis_urls import RedisTarget
 from .engine import Engine
-from .scripts import GENERATION_KEY, TaggedKeys, slot_tags
+from .following import read_generation
+from .scripts import TaggedKeys, slot_tags
 from .shard import POOL_OPTIONS, Shard, closed
 
 log = logging.getLogger("pushserver.redis")
@@ -109,11 +109,7 @@ class ClusterBroker(Engine):
 
     async def generation(self, shard: Shard) -> str:
         """One key for the cluster, on whichever primary holds its slot."""
-        await self.cluster.set(GENERATION_KEY, secrets.token_hex(5), nx=True)
-        generation = await self.cluster.get(GENERATION_KEY)
-        if not isinstance(generation, bytes):
-            raise RedisError("Redis lost the generation key as it was set")
-        return generation.decode()
+        return await read_generation(self.cluster)
 
     # -- topology -------------------------------------------------------------------------------
 

@@ -55,6 +55,16 @@ def _failed(future: asyncio.Future[None]) -> bool:
     return future.done() and (future.cancelled() or future.exception() is not None)
 
 
+async def read_generation(client: Any) -> str:
+    """The generation key (see GENERATION_KEY) through `client`, set first if missing; a key
+    gone between the two calls is a Redis that is down for this node (`DOWN_ERRORS`)."""
+    await client.set(GENERATION_KEY, secrets.token_hex(5), nx=True)
+    generation = await client.get(GENERATION_KEY)
+    if not isinstance(generation, bytes):
+        raise RedisConnectionError("Redis lost the generation key as it was set")
+    return generation.decode()
+
+
 def behind(rec: Listen, positions: Mapping[str, Position]) -> bool:
     """Whether the subscriber's position in `rec`'s channel is ahead of this node."""
     position = positions.get(rec.name)
@@ -80,11 +90,7 @@ class Following(Reporting):
 
     async def generation(self, shard: Shard) -> str:
         """The database's generation (see GENERATION_KEY), set if missing."""
-        await shard.client.set(GENERATION_KEY, secrets.token_hex(5), nx=True)
-        generation = await shard.client.get(GENERATION_KEY)
-        if not isinstance(generation, bytes):
-            raise RedisConnectionError("Redis lost the generation key as it was set")
-        return generation.decode()
+        return await read_generation(shard.client)
 
     async def _resync(self, shard: Shard) -> int:
         """After a (re)connect: subscribe to every channel followed here on this shard, then
