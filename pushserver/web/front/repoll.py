@@ -51,7 +51,6 @@ LENGTH_FIELD = b"\r\ncontent-length:"
 LENGTH_VALUE = re.compile(rb"[ \t]*([0-9]{1,18})[ \t]*\r\n")
 """A `Content-Length` field's value as a `Sized` repeat takes it: digits, at most 18 (an
 int64; llhttp refuses more)."""
-DIGITS = re.compile(rb"[0-9]+")
 
 Escapes = dict[int, str]
 """How a client escapes a value: each character it sends as `%XX`, by code point, to that
@@ -152,7 +151,7 @@ class Sized(Repeat):
         ):
             return None
         value = raw[len(prefix) : len(raw) - len(suffix)]
-        return value.decode("ascii") if DIGITS.fullmatch(value) else None
+        return value.decode("ascii") if value.isdigit() else None  # bytes: ASCII digits only
 
 
 class Repeats:
