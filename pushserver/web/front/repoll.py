@@ -128,7 +128,8 @@ class Repeat:
 
 
 class Same(Repeat):
-    """A head repeated as it is (a publisher's, for bodies of one length): no value varies."""
+    """A head repeated as it is (a publisher's without a `Content-Length`: chunked): no value
+    varies."""
 
     __slots__ = ()
 
