@@ -344,6 +344,42 @@ async def heads_of_many_lengths() -> None:
             b"8",
         ]
         writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(publish("/pub/cut", b"1", "X-Id: 1\r\n"))
+        assert (await created(reader))["id"] == 1
+        writer.write(publish("/pub/cut", b'"' + b"c" * 40 + b'"', "X-Id: 1\r\n")[:-10])
+        await until(reading_body, "the cut body awaited")
+        writer.close()  # gone mid-body: the repeat published nothing
+        await until(lambda: live_connections() == 0, "the cut publisher noticed gone")
+        assert kept_data(state, "cut") == [b"1"]
+
+
+async def many_lengths_at_once() -> None:
+    """Publishers on several connections at once, one head shape, bodies of changing lengths:
+    the repeat is shared, each connection parses its first head only, and every body is
+    published once, each connection's in its order."""
+    async with in_process() as (state, _, port):
+        opened = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+        await until(lambda: len(connections()) == 4, "the publishers' connections accepted")
+        front = connections()[0].front
+        parses = front.parser = Parses(front.parser)
+
+        async def publisher(k: int) -> list[int]:
+            reader, writer = opened[k]
+            bodies = [b'"%d-%s"' % (k, b"p" * (n * 7 % 23)) for n in range(6)]
+            writer.write(b"".join(publish("/pub/many", body) for body in bodies))
+            return [(await created(reader))["id"] for _ in bodies]
+
+        ids = await asyncio.gather(*(publisher(k) for k in range(4)))
+        assert all(got == sorted(got) for got in ids)
+        assert sorted(i for got in ids for i in got) == list(range(1, 25))
+        assert parses.heads == 4
+        data = kept_data(state, "many")
+        for k in range(4):
+            mine = [d for d in data if d.startswith(b'"%d-' % k)]
+            assert mine == [b'"%d-%s"' % (k, b"p" * (n * 7 % 23)) for n in range(6)]
+        for _, writer in opened:
+            writer.close()
 
 
 class Lines(logging.Handler):
@@ -399,6 +435,7 @@ async def cors_and_log() -> None:
         refused_before_body,
         repeated_heads,
         heads_of_many_lengths,
+        many_lengths_at_once,
         cors_and_log,
     ],
     ids=[
@@ -410,6 +447,7 @@ async def cors_and_log() -> None:
         "refused",
         "repeated",
         "lengths",
+        "lengths-at-once",
         "cors",
     ],
 )
