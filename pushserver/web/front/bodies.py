@@ -24,8 +24,8 @@ class Bodies(Base):
 
     __slots__ = ()
 
-    def body(self, head: RequestHead, limit: int, coding: str | None) -> bytes | Body:
-        buffer, length = self.buffer, head.body_length
+    def body(self, length: int, limit: int, coding: str | None) -> bytes | Body:
+        buffer = self.buffer
         if coding is None and 0 <= length <= limit and length <= len(buffer):
             if length == len(buffer):
                 self.buffer = b""

@@ -10,8 +10,9 @@ before the whole body was read closes the connection (half-closed a while, its f
 read and dropped, so the client reads the answer); a client that leaves mid-body, or sends it
 slower than `--request-timeout`, publishes nothing.
 
-A publisher sends the same head again and again (bodies of one length): its `Plan` is made
-once and the connection serves the repeats from it (`Exchange.remember`).
+A publisher sends the same head again and again, only its `Content-Length` changing: its
+`Plan` is made once and the connection serves the repeats from it (`Exchange.remember`), with
+the length each repeat gives.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ class Plan:
     """Whether the client waits for `100 Continue` before it sends the body."""
 
     def again(self, conn: Exchange, value: str) -> Awaitable[None] | None:
-        """Serve a repeat of this head (the very same bytes: `value` is empty)."""
-        return serve(conn, self)
+        """Serve a repeat of this head: `value` is its `Content-Length` (empty: the very same
+        bytes, a head without one)."""
+        return serve(conn, self, int(value) if value else self.head.body_length)
 
 
 def plan(head: RequestHead, settings: Settings) -> Plan:
@@ -93,16 +95,17 @@ def handle(conn: Exchange, head: RequestHead) -> Awaitable[None] | None:
         _refuse_unread(conn, head, exc)
         return None
     conn.remember(head, None, planned)
-    return serve(conn, planned)
+    return serve(conn, planned, head.body_length)
 
 
-def serve(conn: Exchange, plan: Plan) -> Awaitable[None] | None:
+def serve(conn: Exchange, plan: Plan, length: int) -> Awaitable[None] | None:
     """Publish and answer 201: at once when the body is at hand and the broker needs no wait
     (`Hub.publish_now`), else in what this returns (awaited in a task). A refusal is answered
-    by the connection when the body was read, else here, closing."""
+    by the connection when the body was read, else here, closing. `length` is the body's
+    (`RequestHead.body_length` of this request's head)."""
     state = conn.state
     head = plan.head
-    body = conn.body(head, plan.limit, plan.coding)
+    body = conn.body(length, plan.limit, plan.coding)
     try:
         publishing.admit(state, conn.remote(head), plan.authorization)
         channel = "" if plan.batch else parse_channel(head.path[len(ONE) :])

@@ -9,8 +9,10 @@ long-poll client sends the same head again and again with only its cursor change
   around a plain value is served from that: no httptools, no query, no channel names, no token
   check (a token within a second of its expiry is checked again). Repeats are shared by every
   connection that sent the same bytes (`Repeats`), so 20,000 pollers of one channel keep one.
-  A publisher's head, sent again and again for bodies of one length, is remembered the same
-  way (the very same bytes).
+  A publisher's head, sent again and again with only its `Content-Length` changed (bodies of
+  any length: a quote, a chat line), is remembered the same way, varying in that value
+  (`Sized`): before, a publisher whose bodies changed length had every head parsed (9 of the
+  58 us a publish cost the server, docs/performance.md, "The publish path in Python").
 - An answered plain one-channel poll stays with its connection (`keep`, `Kept`); the re-poll
   at its channel's head holds that same poll again: nothing opened, looked up or built.
   `repoll.py 2000 50`: 4.75-5.2 us of server Python per delivery before, 3.37-3.42 us after.
@@ -45,6 +47,10 @@ PLAIN_VALUE = re.compile(rb"[\x21\x22\x24\x27-\x2a\x2c-\x7e]*")
 SENT_VALUE = re.compile(rb"(?:[\x21\x22\x24\x27-\x2a\x2c-\x7e]|%[0-9A-Fa-f]{2})*")
 """A query value as sent that the parser only percent-decodes: plain, or with `%XX` escapes."""
 ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
+LENGTH_FIELD = b"\r\ncontent-length:"
+LENGTH_VALUE = re.compile(rb"[ \t]*([0-9]{1,18})[ \t]*\r\n")
+"""A `Content-Length` field's value as a `Sized` repeat takes it: digits, at most 18 (an
+int64; llhttp refuses more)."""
 
 Escapes = dict[int, str]
 """How a client escapes a value: each character it sends as `%XX`, by code point, to that
@@ -122,12 +128,31 @@ class Repeat:
 
 
 class Same(Repeat):
-    """A head repeated as it is (a publisher's, for bodies of one length): no value varies."""
+    """A head repeated as it is (a publisher's without a `Content-Length`: chunked): no value
+    varies."""
 
     __slots__ = ()
 
     def value(self, raw: bytes) -> str | None:
         return "" if raw == self.prefix else None
+
+
+class Sized(Repeat):
+    """A head repeated but for its `Content-Length` value (a publisher's, bodies of any
+    length): the value is that length, as sent (digits)."""
+
+    __slots__ = ()
+
+    def value(self, raw: bytes) -> str | None:
+        prefix, suffix = self.prefix, self.suffix
+        if (
+            not 0 < len(raw) - len(prefix) - len(suffix) <= self.room
+            or not raw.startswith(prefix)
+            or not raw.endswith(suffix)
+        ):
+            return None
+        value = raw[len(prefix) : len(raw) - len(suffix)]
+        return value.decode("ascii") if value.isdigit() else None  # bytes: ASCII digits only
 
 
 class Repeats:
@@ -138,11 +163,12 @@ class Repeats:
     def __init__(self, max_line: int) -> None:
         self.max_line = max_line
         """`--max-line-size`: the longest request target."""
-        self.table: dict[tuple[bytes, bytes, str], Repeat] = {}
+        self.table: dict[tuple[str, bytes, bytes, str], Repeat] = {}
 
     def find(self, raw: bytes, head: RequestHead, name: str | None, parsed: Again) -> Repeat | None:
-        """The repeat of `raw` varying in query parameter `name` (None: `raw` itself, its value
-        always empty), or None when the head does not allow one: no such parameter, a request
+        """The repeat of `raw` varying in query parameter `name` (None: in its `Content-Length`
+        value when it has one, else `raw` itself, its value always empty), or None when the
+        head does not allow one: no such parameter, a request
         target with encoded characters elsewhere than in that value (whose bytes would not say
         what the parser makes of them), a value whose escapes are not one client's way of
         escaping it, or a head too long to keep."""
@@ -151,9 +177,15 @@ class Repeats:
         kind: type[Repeat] = Repeat
         escapes: Escapes = {}
         if name is None:
-            start = end = len(raw)
-            room = 0
-            kind = Same
+            span = _length_span(raw, head)
+            if span is None:
+                start = end = len(raw)
+                room = 0
+                kind = Same
+            else:
+                start, end = span
+                room = 18
+                kind = Sized
         else:
             line = raw[: raw.find(b"\r\n")]
             if b"+" in line:
@@ -187,7 +219,8 @@ class Repeats:
 
     def _shared(self, repeat: Repeat) -> Repeat:
         """The table's repeat of the same bytes and escapes as `repeat`, `repeat` if none."""
-        key = repeat.prefix, repeat.suffix, "".join(sorted(repeat.escapes.values()))
+        escapes = "".join(sorted(repeat.escapes.values()))
+        key = type(repeat).__name__, repeat.prefix, repeat.suffix, escapes
         table = self.table
         found = table.get(key)
         if found is None:
@@ -207,6 +240,20 @@ def _escapes(sent: str, value: str) -> Escapes | None:
         if code > 0x7F or escapes.setdefault(code, escape) != escape:
             return None
     return escapes if value.translate(escapes) == sent else None
+
+
+def _length_span(raw: bytes, head: RequestHead) -> tuple[int, int] | None:
+    """Where the value of the head `raw`'s `Content-Length` field lies in it, when the body's
+    length is that field's (no transfer coding) and its value plain digits."""
+    if head.body_length <= 0 or "content-length" not in head.headers:
+        return None
+    at = raw.lower().find(LENGTH_FIELD)
+    if at < 0:
+        return None
+    sent = LENGTH_VALUE.match(raw, at + len(LENGTH_FIELD))
+    if sent is None or int(sent[1]) != head.body_length:
+        return None
+    return sent.span(1)
 
 
 def _span(line: bytes, key: bytes) -> tuple[int, int] | None:

@@ -104,9 +104,9 @@ class Exchange(Protocol):
         bytes read after the request (None: the client left)."""
         ...
 
-    def body(self, head: RequestHead, limit: int, coding: str | None) -> bytes | Body:
-        """The request's body: its bytes when it came whole with the head (a `Content-Length`
-        body within `limit`, no content coding), else a `Body` fed what is here."""
+    def body(self, length: int, limit: int, coding: str | None) -> bytes | Body:
+        """The request's body of `length` bytes (-1: chunked): its bytes when it came whole
+        with the head (within `limit`, no content coding), else a `Body` fed what is here."""
         ...
 
     def read_rest(self, body: Body, expect: bool) -> Awaitable[None] | None:

@@ -296,6 +296,92 @@ async def repeated_heads() -> None:
         sse_writer.close()
 
 
+class Parses:
+    """The front end's head parser, counting the heads it parses."""
+
+    def __init__(self, parser) -> None:
+        self.parser, self.heads = parser, 0
+
+    def parse(self, raw: bytes):
+        self.heads += 1
+        return self.parser.parse(raw)
+
+
+async def heads_of_many_lengths() -> None:
+    """A publisher whose bodies change length sends one head but for its `Content-Length`: the
+    head is parsed once, and every publish after it, of any length, whole in one read or its
+    body still to come, publishes its own body; a length over the limit is refused as the
+    parsed head's would be, closing the connection."""
+    async with in_process(max_message_bytes=64) as (state, _, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        await until(connections, "the publisher's connection accepted")
+        [conn] = connections()
+        parses = conn.front.parser = Parses(conn.front.parser)
+        bodies = [b'"a"', b'{"n": 12345}', b'"' + b"y" * 50 + b'"', b"7"]
+        writer.write(b"".join(publish("/pub/ln", body, "X-Id: 1\r\n") for body in bodies))
+        for n in range(1, len(bodies) + 1):
+            assert (await created(reader))["id"] == n
+        assert parses.heads == 1
+        late = publish("/pub/ln", b'"late body"', "X-Id: 1\r\n")
+        writer.write(late[:-5])
+        await until(reading_body, "the body awaited")
+        writer.write(late[-5:])
+        assert (await created(reader))["id"] == 5
+        writer.write(publish("/pub/ln", b"8", "X-Id: 2\r\n"))  # another head: parsed
+        assert (await created(reader))["id"] == 6
+        assert parses.heads == 2
+        writer.write(publish("/pub/ln", b'"' + b"z" * 70 + b'"', "X-Id: 2\r\n"))
+        head, code = await refused(reader, b"413")
+        assert code == "too_large" and b"Connection: close" in head
+        await closed(reader)
+        assert parses.heads == 2
+        assert kept_data(state, "ln") == [
+            b'"a"',
+            b'{"n":12345}',
+            bodies[2],
+            b"7",
+            b'"late body"',
+            b"8",
+        ]
+        writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(publish("/pub/cut", b"1", "X-Id: 1\r\n"))
+        assert (await created(reader))["id"] == 1
+        writer.write(publish("/pub/cut", b'"' + b"c" * 40 + b'"', "X-Id: 1\r\n")[:-10])
+        await until(reading_body, "the cut body awaited")
+        writer.close()  # gone mid-body: the repeat published nothing
+        await until(lambda: live_connections() == 0, "the cut publisher noticed gone")
+        assert kept_data(state, "cut") == [b"1"]
+
+
+async def many_lengths_at_once() -> None:
+    """Publishers on several connections at once, one head shape, bodies of changing lengths:
+    the repeat is shared, each connection parses its first head only, and every body is
+    published once, each connection's in its order."""
+    async with in_process() as (state, _, port):
+        opened = [await asyncio.open_connection("127.0.0.1", port) for _ in range(4)]
+        await until(lambda: len(connections()) == 4, "the publishers' connections accepted")
+        front = connections()[0].front
+        parses = front.parser = Parses(front.parser)
+
+        async def publisher(k: int) -> list[int]:
+            reader, writer = opened[k]
+            bodies = [b'"%d-%s"' % (k, b"p" * (n * 7 % 23)) for n in range(6)]
+            writer.write(b"".join(publish("/pub/many", body) for body in bodies))
+            return [(await created(reader))["id"] for _ in bodies]
+
+        ids = await asyncio.gather(*(publisher(k) for k in range(4)))
+        assert all(got == sorted(got) for got in ids)
+        assert sorted(i for got in ids for i in got) == list(range(1, 25))
+        assert parses.heads == 4
+        data = kept_data(state, "many")
+        for k in range(4):
+            mine = [d for d in data if d.startswith(b'"%d-' % k)]
+            assert mine == [b'"%d-%s"' % (k, b"p" * (n * 7 % 23)) for n in range(6)]
+        for _, writer in opened:
+            writer.close()
+
+
 class Lines(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
@@ -348,9 +434,22 @@ async def cors_and_log() -> None:
         bodies_of_many_reads,
         refused_before_body,
         repeated_heads,
+        heads_of_many_lengths,
+        many_lengths_at_once,
         cors_and_log,
     ],
-    ids=["pipelined", "cut", "chunked", "compressed", "reads", "refused", "repeated", "cors"],
+    ids=[
+        "pipelined",
+        "cut",
+        "chunked",
+        "compressed",
+        "reads",
+        "refused",
+        "repeated",
+        "lengths",
+        "lengths-at-once",
+        "cors",
+    ],
 )
 def test_native_publish(loop: str, run) -> None:
     factory = uvloop.new_event_loop if loop == "uvloop" else asyncio.new_event_loop

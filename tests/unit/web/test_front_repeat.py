@@ -126,11 +126,34 @@ def test_a_long_head_is_not_remembered():
 
 
 def test_a_head_remembered_as_it_is_repeats_only_itself():
-    raw, parsed = head("/pub/news", "Content-Length: 5\r\nAuthorization: Bearer k\r\n")
+    raw, parsed = head("/pub/news", "Transfer-Encoding: chunked\r\nAuthorization: Bearer k\r\n")
     same = Repeats(MAX_LINE).find(raw, parsed, None, Parsed(parsed))
     assert same is not None and same.value(raw) == ""
-    other, _ = head("/pub/news", "Content-Length: 6\r\nAuthorization: Bearer k\r\n")
+    other, _ = head("/pub/news", "Transfer-Encoding: chunked\r\nAuthorization: Bearer j\r\n")
     assert same.value(other) is None and same.value(raw[:-2]) is None
+
+
+def test_a_head_with_a_length_repeats_with_any_length():
+    """A publisher's head, remembered varying in its `Content-Length` value (any case and
+    spacing of the field, as sent); anything else different, or a value not plain digits
+    within an int64, is not that repeat."""
+    for field in ("Content-Length: ", "content-length:", "CONTENT-LENGTH:  "):
+        raw, parsed = head("/pub/news", f"{field}5\r\nAuthorization: Bearer k\r\n")
+        sized = Repeats(MAX_LINE).find(raw, parsed, None, Parsed(parsed))
+        assert sized is not None and sized.value(raw) == "5"
+        for length in ("6", "12345", "0", "0012", "9" * 18):
+            other = head("/pub/news", f"{field}{length}\r\nAuthorization: Bearer k\r\n")[0]
+            assert sized.value(other) == length
+        for length in ("", "1 2", "+5", "-5", "0x5", "9" * 19):
+            other = raw.replace(b"5\r\nAuth", f"{length}\r\nAuth".encode())
+            assert sized.value(other) is None
+        other = head("/pub/news", f"{field}6\r\nAuthorization: Bearer j\r\n")[0]
+        assert sized.value(other) is None
+    raw, parsed = head("/pub/news", "Content-Length: 5\r\n")
+    repeats = Repeats(MAX_LINE)
+    first = repeats.find(raw, parsed, None, Parsed(parsed))
+    again = head("/pub/news", "Content-Length: 77\r\n")
+    assert repeats.find(again[0], again[1], None, Parsed(again[1])) is first
 
 
 def test_holds_builds_the_head_to_compare_once_per_value():
