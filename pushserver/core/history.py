@@ -22,6 +22,7 @@ shared engine's are its copy of what it follows.
 from __future__ import annotations
 
 import itertools
+import struct
 import time
 from array import array
 from collections.abc import Iterable, Sequence
@@ -35,6 +36,9 @@ COMPACT_AFTER = 8
 """Entries dropped from the front of an index before they are removed for good (see `Buffer`)."""
 STRIDE = 3
 """Numbers per entry of `Buffer.index`: where its head ends, its time, its arrival order."""
+ENTRY = struct.Struct(f"{STRIDE}d").pack
+"""One entry of `Buffer.index` as its bytes: appended in one call, each number converted once
+(an `array.extend` converts each through argument parsing, three times the cost)."""
 LARGE = 512
 """Heads longer than this are kept as they came (`Buffer.large`), not copied into `heads`: such
 a `bytes` is the C allocator's already, and the subscribers its backlog goes to share it."""
@@ -86,16 +90,12 @@ class Buffer:
     def __len__(self) -> int:
         return len(self.index) // STRIDE - self.start
 
-    def append(self, head: bytes, ts: float, seq: int, id_: int) -> None:
-        heads = self.heads
-        if len(head) > LARGE:
-            large = self.large
-            if large is None:
-                large = self.large = {}
-            large[id_] = head
-        else:
-            heads += head
-        self.index.extend((self.base + len(heads), ts, seq))
+    def keep(self, id_: int, head: bytes) -> None:
+        """Keep a head longer than `LARGE` as it came (its index entry is the caller's)."""
+        large = self.large
+        if large is None:
+            large = self.large = {}
+        large[id_] = head
 
     def time(self, entry: int) -> float:
         return self.index[entry * STRIDE + 1]
@@ -168,23 +168,31 @@ class ChannelHistory:
 
     def add(self, message: Message, size: int, ttl: float) -> None:
         """`message`, the next id (or the first of a new epoch), kept; the oldest beyond `size`
-        or older than `ttl` before it dropped."""
+        or older than `ttl` before it dropped.
+
+        Every publish runs this, so the buffer is written here, not through its methods: each
+        call cost as much as the step it made (docs/performance.md, "The fan-out rows")."""
         buffer = self.buffer
         if buffer is None:
             buffer = self.buffer = Buffer()
         head, ts = message.head, message.ts
-        buffer.append(head, ts, message.seq, message.id)
+        heads, index = buffer.heads, buffer.index
+        if len(head) > LARGE:
+            buffer.keep(message.id, head)
+        else:
+            heads += head
+        index.frombytes(ENTRY(buffer.base + len(heads), ts, message.seq))
         tally = self.tally
         tally.bytes += len(head)
         tally.messages += 1
         self.last_id = message.id
         start = buffer.start
-        excess = len(buffer) - size
+        excess = len(index) // STRIDE - start - size
         cutoff = ts - ttl
-        if excess > 0 or buffer.time(start) < cutoff:  # the usual append stops here, or drops one
+        if excess > 0 or index[start * STRIDE + 1] < cutoff:  # usually stops here, or drops one
             if excess < 0:
                 excess = 0
-            if buffer.time(start + excess) < cutoff:
+            if index[(start + excess) * STRIDE + 1] < cutoff:
                 excess += buffer.older(cutoff, start + excess)
             self._drop(buffer, excess)
 

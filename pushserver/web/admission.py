@@ -101,8 +101,6 @@ class Waiting(Protocol):
     """A connection waiting for a request head (or kept alive between requests), as the guard
     sees it."""
 
-    since: float
-    """Loop time its wait began."""
     reserved: bool
     """Let in on the operators' reserve (`RESERVE`): only their routes are served."""
 
@@ -135,11 +133,13 @@ class HeadGuard:
         self.per_ip: dict[str, int] = {}
         """Unfinished heads and resting connections per address, counted only under a
         per-address limit: a long-poll's kept-alive connection rests between every two polls."""
-        self.heads: dict[Waiting, None] = {}
-        """Connections waiting for a head, the longest waiting first (`HEAD` counts them)."""
-        self.resting: dict[Waiting, None] = {}
-        """Kept-alive connections waiting for their next request, the longest waiting first:
-        they count as unfinished heads."""
+        self.heads: dict[Waiting, float] = {}
+        """Connections waiting for a head, the longest waiting first (`HEAD` counts them), and
+        the loop time each began to wait: kept here, not on the connection, so a connection
+        that no longer waits (a held long-poll) keeps no time of its own."""
+        self.resting: dict[Waiting, float] = {}
+        """Kept-alive connections waiting for their next request, the longest waiting first,
+        and since when: they count as unfinished heads."""
         self.spares: dict[Waiting, None] = {}
         """Connections on the operators' reserve still waiting for their head, the longest
         waiting first."""
@@ -182,10 +182,10 @@ class HeadGuard:
         else the one resting longest (as nginx frees its idle keep-alive connections when it
         runs short). A young unfinished head is never closed: it may be a client's first
         request on a slow network. False when none may go."""
-        head = next(iter(self.heads), None)
-        rest = next(iter(self.resting), None)
+        head, head_since = next(iter(self.heads.items()), (None, now))
+        rest, rest_since = next(iter(self.resting.items()), (None, now))
         cutoff = now - self.settings.head_grace
-        if head is not None and head.since <= cutoff and (rest is None or head.since <= rest.since):
+        if head is not None and head_since <= cutoff and (rest is None or head_since <= rest_since):
             head.give_way()
             return True
         if rest is not None:
@@ -205,9 +205,10 @@ class HeadGuard:
             return timeout
         return max(settings.head_grace, min(timeout, 2 * free * timeout))
 
-    def start(self, conn: Waiting, remote: str) -> None:
-        """Count an unfinished head (under `HEAD`, not as a held subscriber)."""
-        self.heads[conn] = None
+    def start(self, conn: Waiting, remote: str, now: float) -> None:
+        """Count an unfinished head (under `HEAD`, not as a held subscriber), begun at loop
+        time `now`."""
+        self.heads[conn] = now
         counts = self.counts
         counts[HEAD] = counts.get(HEAD, 0) + 1
         if self.by_address:
@@ -219,9 +220,10 @@ class HeadGuard:
         if self.by_address:
             _less(self.per_ip, remote)
 
-    def rest(self, conn: Waiting, remote: str) -> None:
-        """`conn`, kept alive, waits for its next request (`stir` when that wait ends)."""
-        self.resting[conn] = None
+    def rest(self, conn: Waiting, remote: str, now: float) -> None:
+        """`conn`, kept alive, waits for its next request from loop time `now` (`stir` when
+        that wait ends)."""
+        self.resting[conn] = now
         if self.by_address:
             self.per_ip[remote] = self.per_ip.get(remote, 0) + 1
 

@@ -126,13 +126,14 @@ class Engine(Following):
 
     async def _published(self, items: Sequence[Item]) -> list[Message]:
         groups: dict[tuple[Shard, int], list[int]] = {}
-        for n, item in enumerate(items):
-            shard = self.shard_of(item[0])
-            if shard is None or not shard.link.up:
-                raise _down()
-            groups.setdefault((shard, self.slot_of(item[0])), []).append(n)
-        if len(groups) == 1:  # one Redis, or one slot: no task per publish
-            [(shard, slot)] = groups
+        if len(items) == 1:  # one message per request, the usual publish: nothing to group
+            target: tuple[Shard, int] | None = self._target(items[0][0])
+        else:
+            for n, item in enumerate(items):
+                groups.setdefault(self._target(item[0]), []).append(n)
+            target = next(iter(groups)) if len(groups) == 1 else None
+        if target is not None:  # one Redis, or one slot: no task per publish
+            shard, slot = target
             try:
                 assigned = await shard.publishing(slot).submit(items)
             except Exception as exc:
@@ -147,6 +148,13 @@ class Engine(Following):
                 rec.order.offer(message, fetch=False)
             out.append(message)
         return out
+
+    def _target(self, name: str) -> tuple[Shard, int]:
+        """The shard and slot a publish to `name` goes to; `503 broker_down` when it is down."""
+        shard = self.shard_of(name)
+        if shard is None or not shard.link.up:
+            raise _down()
+        return shard, self.slot_of(name)
 
     async def _spread(
         self, items: Sequence[Item], groups: dict[tuple[Shard, int], list[int]]

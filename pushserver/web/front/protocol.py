@@ -118,7 +118,6 @@ class FrontProtocol(asyncio.Protocol):
         "paused",
         "peer",
         "reserved",
-        "since",
         "transport",
     )
 
@@ -132,8 +131,6 @@ class FrontProtocol(asyncio.Protocol):
         self.door = OUT
         """How the door counts it (`admission.HeadGuard`): as receiving a head (`HEAD`), as
         kept alive and waiting for its next request (`RESTING`), or not at all (`OUT`)."""
-        self.since = 0.0
-        """Loop time its wait for a head or its rest began (who gives way first)."""
         self.reserved = False
         """Let in on the operators' reserve (`admission.RESERVE`)."""
 
@@ -219,15 +216,13 @@ class FrontProtocol(asyncio.Protocol):
                     self._stir()
                 self.door = HEAD
                 front = self.front
-                self.since = front.loop.time()
-                front.guard.start(self, self.peer)
+                front.guard.start(self, self.peer, front.loop.time())
         elif door == OUT:
             # Kept alive, waiting for the next request: counted with the unfinished heads (a
             # socket held like any other), and among the first to go when the server needs room.
             self.door = RESTING
             front = self.front
-            self.since = front.loop.time()
-            front.guard.rest(self, self.peer)
+            front.guard.rest(self, self.peer, front.loop.time())
 
     def serving(self) -> None:
         if self.door == HEAD:

@@ -21,8 +21,8 @@ def test_counts_per_address_go_back_to_nothing() -> None:
     guard = HeadGuard(books)
     books.admit("sse", "10.0.0.1")
     books.admit("ws", "10.0.0.1")
-    conn = Waiting(guard, 0.0)
-    guard.start(conn, "10.0.0.1")  # still sending its head: counted apart from held ones
+    conn = Waiting(guard)
+    guard.start(conn, "10.0.0.1", 0.0)  # still sending its head: counted apart from held ones
     assert (books.total, books.per_ip["10.0.0.1"], books.connections[HEAD]) == (2, 2, 1)
     books.leave("sse", "10.0.0.1")
     books.leave("ws", "10.0.0.1")
@@ -55,11 +55,10 @@ def test_the_address_limit_refuses_only_that_address() -> None:
 
 
 class Waiting:
-    """A connection at the door since loop time `since`; `give_way` as the server's does."""
+    """A connection at the door; `give_way` as the server's does."""
 
-    def __init__(self, guard: HeadGuard, since: float, resting: bool = False) -> None:
+    def __init__(self, guard: HeadGuard, resting: bool = False) -> None:
         self.guard = guard
-        self.since = since
         self.resting = resting
         self.reserved = False
         self.closed = False
@@ -79,11 +78,11 @@ def door(guard: HeadGuard, heads: list[float], resting: list[float]) -> list[Wai
     """Connections waiting for a head since each of `heads`, resting since each of `resting`."""
     waiting = []
     for since in heads:
-        waiting.append(Waiting(guard, since))
-        guard.start(waiting[-1], "10.0.0.1")
+        waiting.append(Waiting(guard))
+        guard.start(waiting[-1], "10.0.0.1", since)
     for since in resting:
-        waiting.append(Waiting(guard, since, resting=True))
-        guard.rest(waiting[-1], "10.0.0.1")
+        waiting.append(Waiting(guard, resting=True))
+        guard.rest(waiting[-1], "10.0.0.1", since)
     return waiting
 
 
@@ -92,7 +91,7 @@ def test_unfinished_heads_fill_the_door_and_the_longest_resting_goes_first() -> 
     guard = HeadGuard(books)
     head, first, second = door(guard, [10.0], [10.2, 10.4])
     assert guard.crowded()
-    assert guard.enter(Waiting(guard, 10.5), "10.0.0.9", 10.5) is None
+    assert guard.enter(Waiting(guard), "10.0.0.9", 10.5) is None
     assert (head.closed, first.closed, second.closed) == (False, True, False)
     assert not guard.crowded()
     books.admit("longpoll", "10.0.0.9")  # held subscribers are bounded apart from heads
@@ -121,7 +120,7 @@ def test_young_heads_alone_are_never_closed_and_the_reserve_lets_operators_in() 
     heads = door(guard, [10.0, 10.1], [])
     spared = []
     for _ in range(RESERVE + 1):
-        spared.append(Waiting(guard, 10.5))
+        spared.append(Waiting(guard))
         assert guard.enter(spared[-1], "10.0.0.9", 10.5) is None and spared[-1].reserved
     assert [conn.closed for conn in spared] == [True] + [False] * RESERVE
     assert books.limits_hit == {"max_connections": 1}
@@ -129,7 +128,7 @@ def test_young_heads_alone_are_never_closed_and_the_reserve_lets_operators_in() 
     guard.served(spared[1])  # its head came, for an operator's route: off the reserve
     guard.served(spared[1])
     assert len(guard.spares) == RESERVE - 1
-    late = Waiting(guard, 11.2)
+    late = Waiting(guard)
     assert guard.enter(late, "10.0.0.9", 11.2) is None  # the first head is past its grace
     assert heads[0].closed and not late.reserved
 

@@ -1,0 +1,231 @@
+"""What a publish costs a server tree, counted rather than timed: the instructions the server
+process executes per publish (valgrind's callgrind, user space) with N SSE or NDJSON subscribers
+of one channel, one publish at a time, each delivered to all before the next (one flush each,
+`--max-flush-delay 0`); or the Python bytes each held long-poll keeps (tracemalloc). Counts do not
+move with the load of a shared machine, so trees can be compared one after the other.
+
+    .venv/bin/python scripts/publish_cost.py TREE... [--subscribers 100] [--publishes 500]
+        [--transport sse|stream] [--redis] [--held 2000]
+
+Each TREE (a `git worktree add --detach` of a commit) runs with this checkout's `.venv` through
+`PYTHONPATH`. `--redis` starts a redis-server for the runs; `--held N` counts memory instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pickle
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pushserver.launcher import ServerProcess
+from tests.redis_fixture import RedisServer
+
+MARK = b"QZQZ"
+BODY = b'{"p":"' + MARK + b"x" * 86 + b'"}'
+BOOT = """
+import os, pickle, runpy, signal, sys, tracemalloc
+out = os.environ["COST_OUT"]
+if os.environ.get("COST_HELD"):
+    tracemalloc.start()
+    shots = []
+    def shot(sig, frame):
+        shots.append(tracemalloc.take_snapshot())
+        if len(shots) == 2:
+            with open(out, "wb") as f:
+                pickle.dump(shots, f)
+        open(out + ".%d" % len(shots), "w").close()
+    signal.signal(signal.SIGUSR1, shot)
+sys.argv = ["pushserver", *sys.argv[1:]]
+runpy.run_module("pushserver", run_name="__main__", alter_sys=True)
+"""
+"""Runs the server of the tree `PYTHONPATH` names; with `COST_HELD`, SIGUSR1 takes a
+tracemalloc snapshot (two in all, written to `COST_OUT`)."""
+
+
+class Measured(ServerProcess):
+    """A server of another tree, under `prefix` (valgrind) or with tracemalloc."""
+
+    def __init__(self, args: list[str], tree: Path, prefix: list[str], env: dict[str, str]):
+        super().__init__(args, ready_timeout=180, env={"PYTHONPATH": str(tree), **env})
+        self.prefix = prefix
+
+    def command(self, port: int) -> list[str]:
+        where = ["--host", self.host, "--port", str(port)]
+        return [*self.prefix, sys.executable, "-c", BOOT, *where, *self.args]
+
+
+class Counted(asyncio.Protocol):
+    """A held response: its head seen, the message marks in its body counted."""
+
+    def __init__(self, seen: Callable[[int], None]) -> None:
+        self.seen = seen
+        self.tail = b""
+        self.head = False
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.tail + data
+        if not self.head and b"\r\n\r\n" in buf:
+            self.head = True
+            self.seen(0)
+        self.tail = buf[1 - len(MARK) :]
+        if n := buf.count(MARK):
+            self.seen(n)
+
+
+class Publisher(asyncio.Protocol):
+    """One keep-alive connection: a publish, and its answer awaited."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.answered: asyncio.Future[int] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        length = re.search(rb"content-length: *(\d+)", self.buf[:end], re.I)
+        if end < 0 or length is None or len(self.buf) < end + 4 + int(length[1]):
+            return
+        status, self.buf = int(self.buf[9:12]), b""
+        assert self.answered is not None
+        self.answered.set_result(status)
+
+    async def publish(self, request: bytes) -> None:
+        self.answered = asyncio.get_running_loop().create_future()
+        self.transport.write(request)
+        if (status := await self.answered) != 201:
+            raise SystemExit(f"publish answered {status}")
+
+
+async def deadline(ready: Callable[[], bool], what: str, seconds: float = 120) -> None:
+    end = time.monotonic() + seconds
+    while not ready():
+        if time.monotonic() > end:
+            raise SystemExit(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+async def fan_out(port: int, pid: int, args: argparse.Namespace) -> float:
+    """Instructions per publish over `args.publishes` publishes, after a warm-up."""
+    loop = asyncio.get_running_loop()
+    heads, got, want = [0], [0], [0]  # heads seen, messages received, messages awaited
+    delivered = loop.create_future()
+
+    def seen(n: int) -> None:
+        if not n:
+            heads[0] += 1
+            return
+        got[0] += n
+        if got[0] >= want[0] and not delivered.done():
+            delivered.set_result(None)
+
+    path = f"/{args.transport}/cost".encode()
+    for _ in range(args.subscribers):
+        t, _ = await loop.create_connection(lambda: Counted(seen), "127.0.0.1", port)
+        t.write(b"GET %s HTTP/1.1\r\nHost: cost\r\n\r\n" % path)
+    await deadline(lambda: heads[0] == args.subscribers, "the subscribers' heads")
+    _, pub = await loop.create_connection(Publisher, "127.0.0.1", port)
+    request = b"POST /pub/cost HTTP/1.1\r\nHost: cost\r\nContent-Type: application/json\r\n"
+    request += b"Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY)
+
+    async def publish(n: int) -> None:
+        nonlocal delivered
+        for _ in range(n):
+            delivered = loop.create_future()
+            want[0] = got[0] + args.subscribers
+            await pub.publish(request)
+            await asyncio.wait_for(delivered, 60)
+
+    await publish(20)
+    control = ["callgrind_control"]
+    subprocess.run([*control, "-z", str(pid)], check=True, capture_output=True)
+    await publish(args.publishes)
+    subprocess.run([*control, "-d", str(pid)], check=True, capture_output=True)
+    dumps = sorted(Path(args.dir).glob(f"cg.{pid}.*"))
+    summary = re.search(r"^summary: (\d+)", dumps[-1].read_text(), re.M)
+    assert summary is not None
+    return int(summary[1]) / args.publishes
+
+
+async def held(port: int, pid: int, out: Path, n: int) -> float:
+    """Python bytes per held long-poll: tracemalloc before and after `n` are held."""
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(0.5)
+
+    async def snapshot(k: int) -> None:
+        os.kill(pid, signal.SIGUSR1)
+        await deadline(Path(f"{out}.{k}").exists, "a snapshot")
+
+    await snapshot(1)
+    for i in range(n):
+        t, _ = await loop.create_connection(lambda: Counted(lambda _: None), "127.0.0.1", port)
+        t.write(b"GET /lp/cost-%d?timeout=60 HTTP/1.1\r\nHost: cost\r\n\r\n" % (i % 100))
+    await asyncio.sleep(2)  # held, not answered: nothing arrives to wait for
+    await snapshot(2)
+    with open(out, "rb") as f:
+        before, after = pickle.load(f)
+    return sum(d.size_diff for d in after.compare_to(before, "filename")) / n
+
+
+def measure(tree: Path, args: argparse.Namespace, redis: str | None) -> str:
+    out = Path(args.dir) / f"held.{tree.name}"
+    flags = ["--max-flush-delay", "0", *(["--redis", redis] if redis else [])]
+    if args.held:
+        server = Measured(flags, tree, [], {"COST_OUT": str(out), "COST_HELD": "1"})
+    else:
+        valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={args.dir}/cg.%p"]
+        server = Measured(flags, tree, valgrind, {"COST_OUT": str(out)})
+    with server:
+        assert server.proc is not None
+        if args.held:
+            value = asyncio.run(held(server.port, server.proc.pid, out, args.held))
+            return f"{tree}: {value:,.1f} Python bytes per held long-poll ({args.held:,} held)"
+        value = asyncio.run(fan_out(server.port, server.proc.pid, args))
+        return (
+            f"{tree}: {value:,.0f} instructions per publish ({args.subscribers} "
+            f"{args.transport} subscribers, {'Redis' if redis else 'memory broker'})"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("trees", type=Path, nargs="+")
+    parser.add_argument("--subscribers", type=int, default=100)
+    parser.add_argument("--publishes", type=int, default=500)
+    parser.add_argument("--transport", choices=("sse", "stream"), default="sse")
+    parser.add_argument("--redis", action="store_true")
+    parser.add_argument("--held", type=int, default=0, help="count memory per held long-poll")
+    args = parser.parse_args()
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the held long-polls' sockets
+    os.chdir(tempfile.gettempdir())  # each server imports the tree its PYTHONPATH names
+    with tempfile.TemporaryDirectory() as scratch:
+        args.dir = scratch
+        redis = RedisServer().start() if args.redis else None
+        try:
+            for tree in args.trees:
+                if redis is not None:
+                    redis.client().flushall()
+                print(measure(tree.resolve(), args, redis.url if redis else None), flush=True)
+        finally:
+            if redis is not None:
+                redis.stop()
+
+
+if __name__ == "__main__":
+    main()
