@@ -14,6 +14,7 @@ from pushserver.broker.redis import shard as shard_module
 from pushserver.broker.redis.pipe import Arg, Script
 from pushserver.broker.redis.scripts import Keys, TaggedKeys
 from pushserver.broker.redis.shard import Plan, Shard
+from pushserver.core.broker import Item
 
 
 class Recorder:
@@ -40,7 +41,7 @@ def shard_on(keys: Keys) -> tuple[Shard, Recorder]:
     return Shard("test", plan, cast(Any, None), writer, cast(Any, None)), writer
 
 
-def expected(keys: Keys, items: Sequence[tuple[str, bytes, str | None]]) -> list[Arg]:
+def expected(keys: Keys, items: Sequence[Item]) -> list[Arg]:
     names: list[Arg] = []
     for name, _, key in items:
         names += (*keys.channel(name), keys.seen(name, key or ""))
@@ -53,13 +54,13 @@ def test_each_call_names_the_keys_of_its_channels(
 ) -> None:
     monkeypatch.setattr(shard_module, "NAMES_KEPT", 3)  # the table fills and is dropped often
     shard, writer = shard_on(keys)
-    calls = [
-        [("news", b"1", None)],
-        [("news", b"2", "k1")],
-        [("news", b"3", None), ("news", b"4", "k2")],
-        *([(f"c{n % 5}", b"x", None)] for n in range(12)),
-        [("c4", b"y", "k3")],
-        [("news", b"5", None)],
+    calls: list[list[Item]] = [
+        [Item("news", b"1", None)],
+        [Item("news", b"2", "k1")],
+        [Item("news", b"3", None), Item("news", b"4", "k2")],
+        *([Item(f"c{n % 5}", b"x", None)] for n in range(12)),
+        [Item("c4", b"y", "k3")],
+        [Item("news", b"5", None)],
     ]
 
     async def run() -> None:
