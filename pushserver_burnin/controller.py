@@ -103,7 +103,9 @@ class Controller:
         self.book = book
         self.distributed = distributed
         self.counts = settings.counts()
-        self.target = self.counts[0]
+        self.target = 0
+        """Subscribers the load shape asks for: none until the server's baseline is read (the
+        run line), then each step's count."""
         self.finished = False
         self.ended = False
         self.points: list[Point] = []  # every step written, for the verdict

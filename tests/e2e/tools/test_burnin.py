@@ -476,6 +476,8 @@ def test_scale_out_run_against_server_workers_sharing_redis(
     header, steps, end = read_results(tmp_path)
     workers = set(psutil.Process(srv.proc.pid).children())
     assert len(workers) == 2 and header["server_idle"]["workers"] == 2
+    # the baseline is read before any subscriber connects
+    assert header["server_idle"]["channels"] == header["server_idle"]["connections"] == 0
     assert [step["subscribers"] for step in steps] == [2, 4, 6]
     for step in steps:
         assert step["delivered"] == step["expected"] > 0

@@ -4,13 +4,17 @@ per worker from its own clock, and a step's own reading names the side that set 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from pushserver_burnin.controller import idle_figures
+from pushserver_burnin.cli import parse_args
+from pushserver_burnin.controller import Controller, idle_figures
 from pushserver_burnin.progress import progress_line
 from pushserver_burnin.resources import Clock, Snapshot, server_figures
+from pushserver_burnin.settings import build
+from pushserver_burnin.tally import StepBook
 from pushserver_burnin.workers import SETTLED, done
 from pushserver_measure.verdict import Point, step_side
 
@@ -124,3 +128,13 @@ def test_the_progress_line_gives_all_workers_and_the_steps_side() -> None:
     line = progress_line(record)
     assert "server 2 workers: busiest cpu 50%, all 70%, rss of all 170 MiB" in line
     assert line.endswith("| latency set by the load generator: crowd worst 4.5x the probe's")
+
+
+def test_no_subscriber_is_asked_for_before_the_servers_baseline_is_read(tmp_path: Path) -> None:
+    """The load shape reads `target` from the start: a first step's count there let subscribers
+    connect while the run line read the server's idle RSS (a 40,000-channel run's baseline held
+    2,037 connections and 3,391 channels)."""
+    args = parse_args(["channels", "--host", "http://127.0.0.1:9", "--out", str(tmp_path)])
+    settings = build(lambda attr: getattr(args, attr), probe=True, workers=1)
+    controller = Controller(settings, args.host, StepBook(), distributed=True)
+    assert controller.counts[0] > 0 and controller.target == 0
