@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import psutil
+
 from pushserver_burnin.resources import LOOPBACK, fetch_stats
 from pushserver_measure.http11 import Connection, Endpoint
 from pushserver_measure.machine import listening_pids
@@ -50,7 +52,10 @@ class ServerWorkers:
         """Look up which processes listen on the server's port (a scan of every socket on the
         machine: done before the subscribers come, and again only if a worker was replaced)."""
         if self.local:
-            self.listening = frozenset(listening_pids(self.endpoint.port))
+            try:
+                self.listening = frozenset(listening_pids(self.endpoint.port))
+            except psutil.Error:  # sockets of other processes not readable here: read until
+                self.listening = frozenset()  # answers repeat, as for a remote server
 
     def read(self) -> Reading:
         """Every worker's `/stats`; fewer when some did not answer (the server is down, or a
