@@ -319,6 +319,29 @@ return {epoch, last, entries, ''}
 """
 
 
+# KEYS: meta, history, the two `Keys.shared` keys. ARGV: the epoch a node saw, the last id it saw
+# there, an epoch candidate, the channel's name, names kept. Detection by
+# position (`rolled_back`): Redis holds the channel's epoch with fewer ids than a node has seen
+# in it (a failover to a replica that lacked them, a restore), so its counter would hand those
+# ids out again; the epoch ends first, once, whichever node asks first (compare and set).
+# Reply: the channel's epoch now.
+END_LUA_TEMPLATE = """
+local epoch = redis.call('HGET', KEYS[1], 'e')
+if epoch == ARGV[1] and tonumber(redis.call('HGET', KEYS[1], 'i')) < tonumber(ARGV[2]) then
+  epoch = begin(KEYS[1], KEYS[2], ARGV[3], ARGV[4], KEYS[3], KEYS[4], tonumber(ARGV[5]))
+end
+return epoch
+"""
+
+
+def rolled_back(asked: tuple[str, int], epoch: bytes | None, last: int) -> bool:
+    """Whether a read shows Redis behind what the reader had seen before asking: the same epoch
+    with a last id below the one it read after. Within an epoch Redis's counter only grows and
+    a node only learns ids Redis assigned, so no stale read explains it: Redis lost ids."""
+    seen_epoch, seen = asked
+    return epoch is not None and seen > 0 and epoch.decode() == seen_epoch and last < seen
+
+
 def publish_lua(keys: Keys, notify: str) -> str:
     """PUBLISH_LUA_TEMPLATE for `keys`' layout, notifying with `notify` ('' = returned)."""
     body = PUBLISH_LUA_TEMPLATE.replace("TOPIC", keys.lua_topic).replace("NOTIFY", notify)
@@ -327,6 +350,10 @@ def publish_lua(keys: Keys, notify: str) -> str:
 
 def sync_lua(keys: Keys) -> str:
     return _counted(keys, EPOCH_LUA + SYNC_LUA_TEMPLATE)
+
+
+def end_lua(keys: Keys) -> str:
+    return _counted(keys, EPOCH_LUA + END_LUA_TEMPLATE)
 
 
 def _counted(keys: Keys, text: str) -> str:

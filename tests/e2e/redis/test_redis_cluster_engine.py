@@ -50,32 +50,56 @@ async def keyed(session: aiohttp.ClientSession, node: ServerProcess, ch: str, n:
         await asyncio.sleep(0.2)
 
 
+async def streaming(
+    session: aiohttp.ClientSession, node: ServerProcess, channel: str
+) -> list[Subscriber]:
+    """A subscriber to `channel` on `node` on every streaming transport, held."""
+    subs = [Subscriber(session, node.url, t, channel) for t in ("stream", "sse", "ws")]
+    for sub in subs:
+        await sub.connect()
+    await wait_for_subscribers(session, node.url, channel, len(subs))
+    return subs
+
+
+async def publish_across(
+    session: aiohttp.ClientSession,
+    node: ServerProcess,
+    channel: str,
+    change: Callable[[], object],
+) -> dict[int, int]:
+    """Keyed publishes of 0, 1, 2... to `channel` through `node`: five, then one after another
+    while `change` runs (in a thread), then five more; each number's id, in the order
+    acknowledged."""
+    counter = itertools.count()
+    acked = {n: await keyed(session, node, channel, n) for n in itertools.islice(counter, 5)}
+    changing = asyncio.create_task(asyncio.to_thread(change))
+    while not changing.done():
+        n = next(counter)
+        acked[n] = await keyed(session, node, channel, n)
+    await changing
+    acked |= {n: await keyed(session, node, channel, n) for n in itertools.islice(counter, 5)}
+    return acked
+
+
 async def run_through(
-    url: str, factory: Callable[..., ServerProcess], channel: str, change: Callable[[], object]
+    url: str,
+    factory: Callable[..., ServerProcess],
+    channel: str,
+    change: Callable[[], object],
+    *extra: str,
 ) -> None:
     """Keyed publishes to `channel` through node a, before, while and after `change` runs (in a
     thread), to subscribers on node b on every streaming transport: each gets every acknowledged
     message once and in order, no id is handed out twice, and both nodes end healthy. The
     history holds every message the run publishes, so one a node missed while the change ran is
     read back, never trimmed away (a trimmed one would be an honest `expired` gap instead)."""
-    a = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000")
-    b = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000")
-    counter = itertools.count()
+    a = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000", *extra)
+    b = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000", *extra)
     async with aiohttp.ClientSession() as s:
         for node in (a, b):
             await wait_until(lambda node=node: healthy(s, node), "node on Redis")
-        subs = [Subscriber(s, b.url, t, channel) for t in ("stream", "sse", "ws")]
-        for sub in subs:
-            await sub.connect()
-        await wait_for_subscribers(s, b.url, channel, len(subs))
-        acked = {n: await keyed(s, a, channel, n) for n in itertools.islice(counter, 5)}
-        changing = asyncio.create_task(asyncio.to_thread(change))
-        while not changing.done():
-            n = next(counter)
-            acked[n] = await keyed(s, a, channel, n)
-        await changing
-        acked |= {n: await keyed(s, a, channel, n) for n in itertools.islice(counter, 5)}
-
+        subs = await streaming(s, b, channel)
+        acked = await publish_across(s, a, channel, change)
         ordered = sorted(acked, key=acked.__getitem__)
         assert [acked[n] for n in ordered] == list(range(1, len(acked) + 1))
         for sub in subs:
