@@ -15,11 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+from redis.crc import key_slot
 
+from pushserver.broker.redis.scripts import GENERATION_KEY
 from pushserver.launcher import ServerProcess
 
 from ...redis_cluster import RedisClusterSet, channel_in_slot, redis_cluster_fixture  # noqa: F401
 from ...wire import Subscriber, publish, publish_batch, take, wait_for_subscribers
+from ..transports.test_core_transports import head_cursor
 from .test_redis_broker import wait_until
 
 SLOTS = (100, 6000, 12000)
@@ -203,3 +206,29 @@ async def test_publishes_to_many_slots_of_one_primary_go_one_script_call_per_slo
         assert [m["id"] for m in answers] == [1] * 4 + [2] * 4 + [3] * 4
         answers = await asyncio.gather(*(publish(s, node.url, n, "x") for n in names * 5))
         assert sorted(a["id"] for a in answers) == sorted(list(range(4, 9)) * 4)
+
+
+async def test_a_primary_that_loses_its_data_gives_its_channels_a_new_epoch(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """`FLUSHALL` on one primary (its replica follows), as a primary restarted empty would:
+    the cluster's generation key lives on another shard and is kept, so the slot's own epoch
+    counts must change, or a cursor taken before the channel's first epoch would pass for one
+    taken before the epoch begun after the loss, and skip the lost messages in silence."""
+    node = cluster_node(server_factory, redis_cluster)
+    channel = channel_in_slot(SLOTS[1])
+    owner = redis_cluster.owner(SLOTS[1])
+    assert owner is not redis_cluster.owner(key_slot(GENERATION_KEY.encode()))
+    async with aiohttp.ClientSession() as s:
+        await wait_until(lambda: healthy(s, node), "the node on the cluster")
+        before = await head_cursor(s, node.url, channel)
+        for n in range(3):
+            await publish(s, node.url, channel, f"a{n}")
+        owner.call("FLUSHALL")
+        assert (await publish(s, node.url, channel, "b0"))["id"] == 1
+        fresh = cluster_node(server_factory, redis_cluster)  # it knows only what Redis holds
+        await wait_until(lambda: healthy(s, fresh), "a second node on the cluster")
+        params = {"cursor": before, "timeout": "0"}
+        async with s.get(f"{fresh.url}/lp/{channel}", params=params) as r:
+            events = (await r.json())["messages"]
+        assert [e.get("reason") or e["data"] for e in events] == ["epoch", "b0"], events
