@@ -26,9 +26,14 @@ class Link:
         self.lost.append(exc)
 
 
+class Shard:
+    def __init__(self, link: Link) -> None:
+        self.link = link
+
+
 def records(link: Link, count: int) -> list[SimpleNamespace]:
     loop = asyncio.get_running_loop()
-    shard = SimpleNamespace(link=link)
+    shard = Shard(link)
     return [SimpleNamespace(confirmed=loop.create_future(), shard=shard) for _ in range(count)]
 
 
