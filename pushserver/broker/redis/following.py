@@ -133,15 +133,28 @@ class Following(Reporting):
     async def _confirmed(self, records: Sequence[Listen]) -> None:
         """Wait for the SUBSCRIBE confirmations. They are shared by every subscriber of a
         channel, so a waiter that is cancelled (its client left) must leave them untouched:
-        `asyncio.wait` never cancels what it waits for."""
-        waiting = {r.confirmed for r in records if not r.confirmed.done()}
-        if waiting:
-            _, pending = await asyncio.wait(waiting, timeout=CONFIRM_TIMEOUT)
-            if pending:
+        `asyncio.wait` never cancels what it waits for.
+
+        Redis confirms in the order it was asked, so a link whose count of confirmations moved
+        in the last `CONFIRM_TIMEOUT` is still working through those asked first, and is
+        waited for: 192,000 channels subscribed at once take it longer than that, and losing
+        the link then refused two thirds of them. One that confirmed nothing for that long is
+        lost."""
+        pending = {r.confirmed for r in records if not r.confirmed.done()}
+        while pending:
+            counts = {r.shard: r.shard.link.confirmed for r in records if r.shard is not None}
+            _, pending = await asyncio.wait(pending, timeout=CONFIRM_TIMEOUT)
+            stalled = {
+                r.shard
+                for r in records
+                if r.confirmed in pending
+                and r.shard is not None
+                and r.shard.link.confirmed == counts.get(r.shard)
+            }
+            if stalled:
                 exc = RedisTimeoutError("Redis did not confirm SUBSCRIBE")
-                for shard in {r.shard for r in records if r.confirmed in pending}:
-                    if shard is not None:
-                        shard.link.lose(exc)
+                for shard in stalled:
+                    shard.link.lose(exc)
                 raise exc
         for r in records:
             r.confirmed.result()

@@ -120,6 +120,9 @@ class Shard:
         self.writer = writer
         self.link = link
         self._publishing: dict[int, Coalescer[Item, Any]] = {}
+        self._reading = asyncio.Semaphore(POOL_SIZE)
+        """Reads wait their turn here, unbounded, not in the pool: its wait for a connection
+        is bounded, and one past it (3,000 reads of 64 channels at once) reads as Redis down."""
 
     def publishing(self, slot: int) -> Coalescer[Item, Any]:
         """The publishes waiting for a script call to `slot`'s channels (see `coalesce`). The
@@ -194,11 +197,12 @@ class Shard:
         used only once replicas hold what it read or wrote). The script goes by its digest, and
         whole only when Redis lacks it: a pipeline given redis-py's `Script` asks `SCRIPT
         EXISTS` first, a round trip more for every read."""
-        try:
-            replies = await self._pipeline(script, calls).execute()
-        except NoScriptError:
-            await self.client.script_load(script.text)
-            replies = await self._pipeline(script, calls).execute()
+        async with self._reading:
+            try:
+                replies = await self._pipeline(script, calls).execute()
+            except NoScriptError:
+                await self.client.script_load(script.text)
+                replies = await self._pipeline(script, calls).execute()
         if self.plan.replicas:
             self._held(replies.pop())
         return replies
