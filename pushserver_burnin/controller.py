@@ -26,13 +26,13 @@ from pushserver_burnin.probe import ProbeProcess
 from pushserver_burnin.progress import progress_line
 from pushserver_burnin.publisher import Publisher, PublishHook, PublishResult
 from pushserver_burnin.resources import (
-    LOOPBACK,
     Clock,
     Snapshot,
-    fetch_stats,
+    connection_count,
     loadgen_figures,
     own_clock,
     server_figures,
+    total,
 )
 from pushserver_burnin.results import FORMAT, TOOL, ResultsWriter
 from pushserver_burnin.settings import (
@@ -43,23 +43,31 @@ from pushserver_burnin.settings import (
     recorded_command,
 )
 from pushserver_burnin.tally import StepBook
-from pushserver_measure.http11 import Connection, Endpoint
+from pushserver_burnin.workers import Reading, ServerWorkers
+from pushserver_measure.http11 import Endpoint
 from pushserver_measure.machine import machine_info
-from pushserver_measure.verdict import Point, verdict
+from pushserver_measure.verdict import Point, step_side, verdict
 
 _POLL = 0.05
-IDLE_FIGURES = ("rss_bytes", "channels", "messages_in", "history_size", "uptime")
-"""What the header records of the server before the first subscriber: the memory baseline,
-and whether the server was fresh (nothing published, no channel held)."""
+IDLE_SUMMED = ("rss_bytes", "channels", "messages_in", "connections")
+"""What the header records of the server before the first subscriber, over all its workers:
+the memory baseline, and whether the server was fresh (nothing published, no channel held)."""
 
 
-def idle_figures(stats: dict[str, Any]) -> dict[str, Any]:
-    figures = {key: stats.get(key) for key in IDLE_FIGURES}
-    connections = stats.get("connections")
-    figures["connections"] = (
-        connections.get("total") if isinstance(connections, dict) else connections
-    )
-    return figures
+def idle_figures(workers: Reading) -> dict[str, Any]:
+    """The whole server before the run: each figure summed over its workers (a figure no
+    worker gave is null); `history_size` as they are configured, `uptime` the oldest's."""
+    rows = [
+        {key: stats.get(key) for key in IDLE_SUMMED} | {"connections": connection_count(stats)}
+        for stats in workers.values()
+    ]
+    figures: dict[str, Any] = {key: total(rows, key) for key in IDLE_SUMMED}
+    uptimes = [s["uptime"] for s in workers.values() if isinstance(s.get("uptime"), int | float)]
+    return figures | {
+        "history_size": next(iter(workers.values())).get("history_size"),
+        "uptime": max(uptimes, default=None),
+        "workers": len(workers),
+    }
 
 
 class TimeUp(Exception):
@@ -95,7 +103,9 @@ class Controller:
         self.book = book
         self.distributed = distributed
         self.counts = settings.counts()
-        self.target = self.counts[0]
+        self.target = 0
+        """Subscribers the load shape asks for: none until the server's baseline is read (the
+        run line), then each step's count."""
         self.finished = False
         self.ended = False
         self.points: list[Point] = []  # every step written, for the verdict
@@ -105,7 +115,7 @@ class Controller:
             {"Authorization": f"Bearer {settings.publish_key}"} if settings.publish_key else {}
         )
         self.publisher = Publisher(self.endpoint, settings.publish_key, on_publish)
-        self.stats_conn = Connection(self.endpoint)
+        self.server = ServerWorkers(self.endpoint, self.admin_headers)
         self.probe: ProbeProcess | None = None
         self.started = time.time()
         self.deadline = time.monotonic() + settings.max_minutes * 60
@@ -207,9 +217,11 @@ class Controller:
         self.end("interrupted", why)
 
     def _header(self, idle: bool) -> None:
-        """The run line; with `idle`, the server's RSS before any subscriber (the baseline of
-        the charts' memory per subscriber)."""
-        stats = fetch_stats(self.stats_conn, self.admin_headers) if idle else None
+        """The run line; with `idle`, the server's RSS (all its workers') before any
+        subscriber (the baseline of the charts' memory per subscriber)."""
+        if idle:
+            self.server.find()
+        workers = self.server.read() if idle else None
         settings = self.settings.as_dict()
         settings.pop("publish_key")
         self.writer.write(
@@ -223,7 +235,7 @@ class Controller:
                 "settings": settings,
                 "machine": machine_info(),
                 "started": self.started,
-                "server_idle": idle_figures(stats) if stats else None,
+                "server_idle": idle_figures(workers) if workers else None,
             }
         )
 
@@ -261,11 +273,9 @@ class Controller:
         }
         if self.distributed:
             clocks["master"] = own_clock(os.getpid())
-        stats = fetch_stats(self.stats_conn, self.admin_headers)
-        server_clock = None
-        if stats and "pid" in stats and self.endpoint.host in LOOPBACK:
-            server_clock = own_clock(stats["pid"])
-        return Snapshot(time.time(), stats, server_clock, clocks)
+        workers = self.server.read()
+        server_clocks = {pid: own_clock(pid) for pid in workers if pid} if self.server.local else {}
+        return Snapshot(time.time(), workers, server_clocks, clocks)
 
     def _steps(self) -> tuple[str, str]:
         s = self.settings
@@ -280,6 +290,7 @@ class Controller:
             for repeat in range(1, s.repeats + 1):
                 step += 1
                 record = self._one_step(step, count) | {"repeat": repeat}
+                record["side"] = step_side(Point.from_line(record))
                 self._write_step(record)
                 print(progress_line(record), flush=True)
                 stop = self._verdict(record)

@@ -14,6 +14,18 @@ def _waited(figures: dict[str, Any]) -> str:
     return "" if wait is None else f" (+{wait:.0f}% waiting for a CPU)"
 
 
+def _server(figures: dict[str, Any]) -> str:
+    """CPU and memory of the server: of its busiest worker and of all of them when several
+    answered, RSS of all together."""
+    rss = int(figures["rss_bytes"] or 0) >> 20
+    cpu = f"cpu {figures['cpu_percent']:.0f}%{_waited(figures)}"
+    workers = figures.get("workers") or 1
+    if workers == 1:
+        return f"{cpu} rss {rss} MiB"
+    together = figures.get("cpu_percent_total") or 0.0
+    return f"{workers} workers: busiest {cpu}, all {together:.0f}%, rss of all {rss} MiB"
+
+
 def progress_line(record: dict[str, Any]) -> str:
     e2e, fanout = record["latency"]["e2e"], record["latency"]["fanout"]
     text = (
@@ -27,14 +39,15 @@ def progress_line(record: dict[str, Any]) -> str:
         text += f" | probe e2e worst {_ms(record['probe']['e2e']['worst'])}"
     server, loadgen = record["server"], record["loadgen"]
     if server["cpu_percent"] is not None:
-        rss = (server["rss_bytes"] or 0) >> 20
-        text += f" | server cpu {server['cpu_percent']:.0f}%{_waited(server)} rss {rss} MiB"
+        text += f" | server {_server(server)}"
     if loadgen["cpu_percent"] is not None:
         text += f" | loadgen cpu {loadgen['cpu_percent']:.0f}%{_waited(loadgen)}"
         if loadgen["cpu_us_per_delivery"] is not None:
             text += f", {loadgen['cpu_us_per_delivery']:.0f} us CPU per delivery"
     if loadgen["saturated"]:
         text += " (SATURATED: this step measures the load generator)"
+    if record.get("side"):
+        text += f" | {record['side']}"
     if record["invalid"]:
         text += f" | INVALID: {record['invalid']}"
     return text

@@ -16,10 +16,10 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import gevent
 import orjson
-from gevent.pool import Pool
 
 from pushserver_burnin.histogram import Latencies
 from pushserver_measure.http11 import Connection, ConnectionClosed, Endpoint
@@ -68,7 +68,6 @@ class Publisher:
             self.headers["Authorization"] = f"Bearer {publish_key}"
         self.on_request = on_request
         self.conns = [Connection(endpoint) for _ in range(CONNECTIONS)]
-        self.pool = Pool(CONNECTIONS)
 
     def close(self) -> None:
         for conn in self.conns:
@@ -135,10 +134,26 @@ class Publisher:
 
         if len(jobs) == 1:
             return send(jobs[0], self.conns[0])
-        accepted = 0
-        for first in range(0, len(jobs), CONNECTIONS):
-            group = jobs[first : first + CONNECTIONS]
-            accepted += sum(
-                self.pool.map(lambda pair: send(*pair), zip(group, self.conns, strict=False))
-            )
-        return accepted
+        return in_turn(jobs, self.conns, send)
+
+
+Job = TypeVar("Job")
+
+
+def in_turn(
+    jobs: list[Job], conns: list[Connection], send: Callable[[Job, Connection], int]
+) -> int:
+    """Send every job, one greenlet per connection, each taking the next job as soon as its last
+    is answered; returns the sum of what `send` returned.
+
+    Sent in groups of len(conns), each group after the slowest request of the one before, every
+    batch of a round also waited for the slowest of each group ahead of it, and that wait
+    counted in its latency as if it were the server's."""
+    pending = iter(jobs)  # shared: the greenlets take turns at it, never the same job twice
+
+    def work(conn: Connection) -> int:
+        return sum(send(job, conn) for job in pending)
+
+    greenlets = [gevent.spawn(work, conn) for conn in conns[: len(jobs)]]
+    gevent.joinall(greenlets, raise_error=True)
+    return sum(greenlet.value for greenlet in greenlets)

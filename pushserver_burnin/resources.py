@@ -28,8 +28,8 @@ class Clock:
 @dataclass
 class Snapshot:
     time: float
-    server: dict[str, Any] | None
-    server_clock: Clock | None  # only when the server runs on this machine
+    server: dict[int, dict[str, Any]]  # each worker's /stats, by pid
+    server_clock: dict[int, Clock]  # each worker's, only when the server runs on this machine
     loadgen: dict[str, Clock]  # per load-generator process
 
 
@@ -52,23 +52,62 @@ def _percent(first: Clock | None, last: Clock | None, field: str) -> float | Non
     return 100.0 * (after - before) / (last.at - first.at)
 
 
-def server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
-    stats = last.server or {}
+def connection_count(stats: dict[str, Any]) -> Any:
     connections = stats.get("connections")
-    if isinstance(connections, dict):
-        connections = connections.get("total")
-    cpu = stats.get("cpu_percent")
-    before = (first.server or {}).get("cpu_seconds")
-    after = stats.get("cpu_seconds")
-    if before is not None and after is not None and last.time > first.time:
-        cpu = 100.0 * (after - before) / (last.time - first.time)
+    return connections.get("total") if isinstance(connections, dict) else connections
+
+
+def worker_figures(pid: int, first: Snapshot, last: Snapshot) -> dict[str, Any]:
+    """One worker over the step. Its CPU is its own `cpu_seconds` at both ends (`/stats`'s
+    `cpu_percent` only when it gives none); a worker missing at the start has no CPU figure."""
+    stats, before = last.server[pid], first.server.get(pid)
+    cpu = stats.get("cpu_percent") if "cpu_seconds" not in stats else None
+    if before is not None and last.time > first.time:
+        start, end = before.get("cpu_seconds"), stats.get("cpu_seconds")
+        if start is not None and end is not None:
+            cpu = 100.0 * (end - start) / (last.time - first.time)
     return {
+        "pid": pid,
+        "worker": stats.get("worker"),
         "cpu_percent": cpu,
-        "cpu_wait_percent": _percent(first.server_clock, last.server_clock, "wait"),
+        "cpu_wait_percent": _percent(
+            first.server_clock.get(pid), last.server_clock.get(pid), "wait"
+        ),
         "rss_bytes": stats.get("rss_bytes"),
-        "connections": connections,
+        "connections": connection_count(stats),
         "channels": stats.get("channels"),
+        "history_bytes": stats.get("history_bytes"),
     }
+
+
+def _known(rows: list[dict[str, Any]], key: str) -> list[float]:
+    return [row[key] for row in rows if isinstance(row[key], int | float)]
+
+
+def total(rows: list[dict[str, Any]], key: str) -> float | None:
+    """The sum of a figure over rows (workers), None when no row has it."""
+    values = _known(rows, key)
+    return sum(values) if values else None
+
+
+SUMMED = ("rss_bytes", "connections", "channels", "history_bytes")
+"""What the whole server holds: the sum over its workers."""
+
+
+def server_figures(first: Snapshot, last: Snapshot) -> dict[str, Any]:
+    """The whole server over the step: memory, connections and channels of all its workers
+    together; CPU of the busiest worker (a share of one core, as the load generator's is of its
+    busiest process) and of all of them; each worker's figures beside."""
+    rows = [worker_figures(pid, first, last) for pid in sorted(last.server)]
+    figures: dict[str, Any] = {
+        "workers": len(rows),
+        "cpu_percent": max(_known(rows, "cpu_percent"), default=None),
+        "cpu_wait_percent": max(_known(rows, "cpu_wait_percent"), default=None),
+        "cpu_percent_total": total(rows, "cpu_percent"),
+        "cpu_wait_percent_total": total(rows, "cpu_wait_percent"),
+    }
+    figures |= {key: total(rows, key) for key in SUMMED}
+    return figures | {"per_worker": rows}
 
 
 def loadgen_figures(first: Snapshot, last: Snapshot, delivered: int) -> dict[str, Any]:

@@ -313,7 +313,7 @@ def resources(runs: Sequence[Run]) -> Figure:
         ax.axhline(SATURATION_PERCENT, **SATURATION_LINE)
         from_zero(ax, at_least=100)
         ax.set_ylabel("CPU (% of one core)")
-    cpu.set_title("server CPU (the process that answered /stats)", fontsize="medium")
+    cpu.set_title("server CPU (its busiest worker process)", fontsize="medium")
     loadgen_cpu.set_title("busiest load-generator process's CPU", fontsize="medium")
     from_zero(rss)
     rss.set_ylabel("server RSS (MiB)")

@@ -78,8 +78,8 @@ class Step:
     ceiling: float
     point: Point  # what the verdict reads
     invalid: str = ""  # why the step measured nothing trustworthy ("" when valid)
-    server_connections: float = math.nan  # held by the server process that answered /stats
-    server_channels: float = math.nan  # channels that server process holds
+    server_connections: float = math.nan  # held by all the server's workers together
+    server_channels: float = math.nan  # channels all its workers hold together
     windows: tuple[Window, ...] = ()  # e2e latency per second of arrival
     fault: dict[str, Any] | None = None  # the --fault command run in this step
     started: float = math.nan  # epoch s

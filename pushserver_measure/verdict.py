@@ -74,6 +74,23 @@ def _busy(cpu: float | None, wait: float | None) -> bool:
     return cpu is not None and cpu + (wait or 0.0) >= BUSY
 
 
+def step_side(point: Point) -> str:
+    """Who set one step's latency, in words: the load generator when its crowd saw over
+    CROWD_OVER_PROBE times the probe's worst case, else the side short of CPU. One step's
+    reading; the run's verdict asks several steps to agree (latency_side)."""
+    if point.worst is not None and point.probe_worst is not None:
+        ratio = point.worst / max(point.probe_worst, 1e-9)
+        figure = f"crowd worst {ratio:.1f}x the probe's"
+        if ratio > CROWD_OVER_PROBE:
+            return f"latency set by the load generator: {figure}"
+        return f"latency set by the server (the probe saw it too): {figure}"
+    if _busy(point.loadgen_cpu, point.loadgen_wait):
+        return "latency set by the load generator (short of CPU, no probe)"
+    if _busy(point.server_cpu, point.server_wait):
+        return "latency set by the server (short of CPU, no probe)"
+    return "latency source unknown (no probe)"
+
+
 def latency_side(points: Sequence[Point]) -> str:
     """Which side set the latency of the last of `points` (the deciding step; the others are
     the valid steps just before it).

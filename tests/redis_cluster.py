@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import pytest
 from redis.crc import key_slot
 
-from .redis_fixture import REDIS_SERVER, REPLICATION, RedisServer, free_port, poll
+from .redis_fixture import REDIS_SERVER, REPLICATION, RedisServer, free_port, lag_behind, poll
 
 NODE_TIMEOUT_MS = 1000
 """`cluster-node-timeout`: a primary silent this long is suspected, and failed over soon after."""
@@ -162,6 +162,7 @@ class RedisClusterSet:
         self.primaries_wanted = primaries
         self.replicas = replicas
         self.nodes = [ClusterNode(node_args) for _ in range(primaries * (1 + replicas))]
+        self.paused: set[ClusterNode] = set()
 
     @property
     def seeds(self) -> str:
@@ -195,7 +196,8 @@ class RedisClusterSet:
     # -- what the nodes agree on ----------------------------------------------------------------
 
     def live(self) -> list[ClusterNode]:
-        return [node for node in self.nodes if node.alive]
+        """The nodes running and not paused (`takeover_lagging`)."""
+        return [node for node in self.nodes if node.alive and node not in self.paused]
 
     def views(self, node: ClusterNode | None = None) -> list[View]:
         """The topology as `node` (or the first live node) sees it."""
@@ -216,11 +218,19 @@ class RedisClusterSet:
         return [self.by_port(v.port) for v in self.views() if v.is_primary and not v.failed]
 
     def replica_of(self, primary: ClusterNode) -> ClusterNode:
+        return self.replicas_of(primary)[0]
+
+    def replicas_of(self, primary: ClusterNode) -> list[ClusterNode]:
+        """The live replicas of `primary`, at least one."""
         primary_id = primary.node_id()
-        for view in self.views():
-            if view.primary == primary_id and not view.failed:
-                return self.by_port(view.port)
-        raise LookupError(f"{primary.address} has no live replica")
+        found = [
+            self.by_port(view.port)
+            for view in self.views()
+            if view.primary == primary_id and not view.failed
+        ]
+        if not found:
+            raise LookupError(f"{primary.address} has no live replica")
+        return found
 
     def _settled(self) -> bool:
         """Every live node says the cluster is ok, they agree on who serves every slot, and each
@@ -279,6 +289,27 @@ class RedisClusterSet:
         self.settle()
         return old, successor
 
+    def takeover_lagging(
+        self, slot: int, written: Callable[[ClusterNode], bool]
+    ) -> tuple[ClusterNode, ClusterNode]:
+        """`CLUSTER FAILOVER TAKEOVER` on a replica that lacks writes another replica holds (the
+        primary needs two; see `lag_behind`, `written(primary)` says when): the other replica
+        follows it and resyncs, losing those writes. The old primary is killed and comes back
+        as a replica. Returns the old primary and the new."""
+        old = self.owner(slot)
+        lagging = self.replicas_of(old)[0]
+        self.paused |= {old, lagging}
+        try:
+            lag_behind(old, lagging, written)
+        finally:
+            self.paused.discard(lagging)
+        lagging.call("CLUSTER", "FAILOVER", "TAKEOVER")
+        self.wait(lambda: self.owner(slot) is lagging, f"{lagging.address} took over")
+        old.stop(signal.SIGKILL)
+        self.paused.discard(old)
+        self.revive(old)
+        return old, lagging
+
     def migrate(self, slot: int, target: ClusterNode) -> Migration:
         """Start moving `slot` to `target` (IMPORTING, MIGRATING); the keys move and the slot
         changes hands with the returned migration's `move_keys` and `finish`."""
@@ -286,11 +317,12 @@ class RedisClusterSet:
 
 
 @contextlib.contextmanager
-def running_cluster(*args: str) -> Iterator[RedisClusterSet]:
-    """A cluster started with `args` for each node, killed and cleaned up after."""
+def running_cluster(*args: str, replicas: int = 1) -> Iterator[RedisClusterSet]:
+    """A cluster started with `args` for each node and `replicas` per primary, killed and
+    cleaned up after."""
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    cluster = RedisClusterSet(args=args)
+    cluster = RedisClusterSet(replicas=replicas, args=args)
     try:
         yield cluster.start()
     finally:

@@ -143,3 +143,29 @@ def script_stats(client: redis.Redis) -> dict[str, tuple[int, int]]:
         stat = stats.get(f"cmdstat_{cmd}", {})
         counts[cmd] = (stat.get("calls", 0), stat.get("failed_calls", 0))
     return counts
+
+
+LAG_LIMIT = 0.6
+"""Seconds a replica may be paused (`lag_behind`): within the 1 s after which the tests' clusters
+and sentinels count a silent server as failed."""
+
+
+def lag_behind(
+    primary: RedisServer, replica: RedisServer, written: Callable[[RedisServer], bool]
+) -> None:
+    """Leave `replica` without the writes `primary` takes until `written(primary)`, for good:
+    the replica is paused (SIGSTOP) and the primary closes its replication link (the replica
+    gets what was sent before, nothing after); once written, the primary is paused in its turn
+    so the replica cannot catch up, and the replica continues. The caller fails the primary
+    over to it and kills the primary (SIGKILL ends a paused process too)."""
+    assert primary.proc is not None and replica.proc is not None
+    with replica.client() as client:
+        [link] = [c for c in client.client_list() if "M" in c["flags"]]  # its link's end
+    replica.proc.send_signal(signal.SIGSTOP)
+    try:
+        with primary.client() as client:
+            client.client_kill(link["laddr"])
+        poll(lambda: written(primary), "writes while a replica is cut off", LAG_LIMIT)
+    finally:
+        primary.proc.send_signal(signal.SIGSTOP)
+        replica.proc.send_signal(signal.SIGCONT)

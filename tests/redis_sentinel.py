@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 
-from .redis_fixture import REDIS_SERVER, REPLICATION, RedisServer, poll
+from .redis_fixture import REDIS_SERVER, REPLICATION, RedisServer, lag_behind, poll
 
 MASTER_NAME = "pushmaster"
 DOWN_AFTER_MS = 1000
@@ -71,14 +71,23 @@ class SentinelSet:
     points the other at it, so a `WAIT 1` publish goes through within the failover; with one it
     waits until the old master is demoted or revived."""
 
-    def __init__(self, replicas: int = 2, debug: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        replicas: int = 2,
+        debug: Mapping[str, int] | None = None,
+        priorities: Sequence[int] = (),
+    ) -> None:
         self.debug = dict(debug or {})
         """`SENTINEL DEBUG` settings for every sentinel. A sentinel tells a master it no longer
         names to replicate the new one only once it has seen it claim the role for 4 times its
         `PUBLISH-PERIOD` (2 s by default), seen by `INFO` every `INFO-PERIOD` (10 s): what a
         requested failover's old master stays master for (about 10 s; 2 s with 250 and 1000)."""
         self.master = RedisServer(REPLICATION)
-        self.replicas = [RedisServer(REPLICATION) for _ in range(replicas)]
+        priority = [("--replica-priority", str(p)) for p in priorities]
+        priority += [()] * (replicas - len(priority))
+        """`replica-priority` of each replica (lower is promoted first), from the start so every
+        sentinel knows it."""
+        self.replicas = [RedisServer((*REPLICATION, *p)) for p in priority]
         self.sentinels: list[SentinelServer] = []
 
     @property
@@ -178,6 +187,21 @@ class SentinelSet:
         self.wait_demoted(old)
         return old, new
 
+    def failover_to_lagging(self, written: Callable[[RedisServer], bool]) -> RedisServer:
+        """`SENTINEL FAILOVER` to a replica that lacks writes the other replica holds (the set
+        needs two, and the first the higher priority, so Sentinel picks it whatever its offset;
+        see `lag_behind`, `written(master)` says when): the other replica is pointed at the
+        promoted one and resyncs, losing those writes; the old master is killed and comes back
+        as a replica. Returns the new master."""
+        old, lagging = self.master, self.replicas[0]
+        lag_behind(old, lagging, written)
+        self.sentinels[0].call("SENTINEL", "FAILOVER", MASTER_NAME)
+        new = self.wait_promoted(old)
+        assert new is lagging, f"Sentinel promoted {new.port}, not the lagging {lagging.port}"
+        old.stop(signal.SIGKILL)
+        self.revive(old)
+        return new
+
     def kill_master(self) -> RedisServer:
         """SIGKILL the master and wait until the sentinels promote a replica; returns the
         killed server, which stays down (`revive` starts it as a replica)."""
@@ -195,11 +219,11 @@ class SentinelSet:
 
 @contextlib.contextmanager
 def running_sentinels(
-    replicas: int = 2, debug: Mapping[str, int] | None = None
+    replicas: int = 2, debug: Mapping[str, int] | None = None, priorities: Sequence[int] = ()
 ) -> Iterator[SentinelSet]:
     if REDIS_SERVER is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-    sentinels = SentinelSet(replicas, debug)
+    sentinels = SentinelSet(replicas, debug, priorities)
     try:
         yield sentinels.start()
     finally:

@@ -7,7 +7,6 @@ import contextlib
 import itertools
 import secrets
 import time
-from array import array
 from collections.abc import Mapping, Sequence
 
 from ..core.broker import ChannelInfo, Item
@@ -17,10 +16,11 @@ from ..core.messages import Message
 from ..core.positions import Position, epoch_tag, is_unstarted, unstarted
 from ..core.refit import refit
 from ..core.slices import slices
+from .endings import EndedEpochs
 from .sinks import Reporting
 
 NAMES_KEPT = 1 << 14
-"""Channels whose ended epochs are counted by name: the latest to end one."""
+"""Ends of epochs whose channels are counted by name: the latest (56 bytes each, from start)."""
 SLOTS = 1 << 16
 """Slots (by name hash) counting the names forgotten past `NAMES_KEPT`, 8 bytes each."""
 SWEEP_SLICE = 1000
@@ -37,9 +37,10 @@ class MemoryBroker(Reporting):
     A channel whose history has expired, that nobody holds and nobody left for `idle_after`, is
     dropped by the sweep (every `sweep_interval`), which ends its epoch: its unstarted epoch's
     tag counts the epochs it ended, so a cursor from before one never passes for one taken
-    before the next. That count is kept for the latest `NAMES_KEPT` channels only; a name
-    forgotten counts in its slot instead, which changes the tag of every name there (a rare
-    gap too many, never one too few).
+    before the next. That count is kept for the channels of the latest `NAMES_KEPT` ends only
+    (`endings.EndedEpochs`, by hash, with no object per channel); a name forgotten counts in
+    its slot instead, which changes the tag of every name there (a rare gap too many, never
+    one too few).
     """
 
     name = "memory"
@@ -56,10 +57,8 @@ class MemoryBroker(Reporting):
         self._counter = itertools.count(1)
         self._left: dict[str, float] = {}
         """When the last subscriber of a started channel left, the oldest first."""
-        self._ended: dict[str, int] = {}
-        """Epochs ended per channel, the one that ended one longest ago first."""
-        self._forgotten = array("Q", bytes(8 * SLOTS))
-        """Names forgotten from `_ended`, per slot."""
+        self._ended = EndedEpochs(NAMES_KEPT, SLOTS)
+        """Epochs ended per channel, for the latest to end one; names forgotten, per slot."""
 
     async def start(self) -> None:
         self._sweeping = asyncio.create_task(self._sweep_every())
@@ -118,20 +117,8 @@ class MemoryBroker(Reporting):
     def _unstarted(self, name: str) -> str:
         return unstarted(self._boot, self._tag(name))
 
-    def _slot(self, name: str) -> int:
-        return hash(name) % len(self._forgotten)
-
     def _tag(self, name: str) -> str:
-        return epoch_tag(self._forgotten[self._slot(name)], self._ended.get(name, 0))
-
-    def _dropped(self, name: str) -> None:
-        """`name`'s epoch ended: its next unstarted epoch differs from every earlier one."""
-        ended = self._ended
-        ended[name] = ended.pop(name, 0) + 1  # now the latest to end one
-        if len(ended) > NAMES_KEPT:
-            forgotten = next(iter(ended))
-            del ended[forgotten]
-            self._forgotten[self._slot(forgotten)] += 1
+        return epoch_tag(*self._ended.counts(name))
 
     async def _sweep_every(self) -> None:
         while True:
@@ -158,8 +145,8 @@ class MemoryBroker(Reporting):
                 kept.expire(ttl, now)
                 if kept.buffer is None:
                     del history[name]
-                    if not kept.unstarted:
-                        self._dropped(name)
+                    if not kept.unstarted:  # its next unstarted epoch differs from the last
+                        self._ended.end(name)
                     dropped += 1
         refit(history)  # also the room of unstarted channels gone with their subscribers
         refit(left)

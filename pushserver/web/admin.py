@@ -56,6 +56,7 @@ def stats(state: ServerState) -> dict[str, Any]:
         "worker": state.worker,
         "broker": state.hub.broker.name,
         "broker_healthy": state.hub.broker.healthy,
+        "broker_warnings": list(getattr(hub.broker, "warnings", ())),
         "draining": state.draining,
         "uptime": round(time.time() - hub.stats.started, 3),
         "connections": connections,

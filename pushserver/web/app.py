@@ -26,6 +26,7 @@ from .errors import error_response, response_for
 from .front.forward import Conduit
 from .state import STATE, ServerState
 from .transports import NAMES
+from .transports.common import forget_cursors
 
 log = logging.getLogger("pushserver")
 
@@ -116,6 +117,13 @@ async def _every(seconds: float, action: Callable[[], object]) -> None:
             log.exception("periodic %s failed", getattr(action, "__name__", action))
 
 
+def _hand_back(state: ServerState) -> None:
+    """Memory the channels swept since the last call held, given back: the names cached
+    requests keep first (`forget_cursors`), then the C allocator's free pages (`Trimmer`)."""
+    forget_cursors()
+    state.trimmer.check()
+
+
 async def _timers(app: web.Application) -> AsyncIterator[None]:
     state = app[STATE]
     settings = state.settings
@@ -126,7 +134,7 @@ async def _timers(app: web.Application) -> AsyncIterator[None]:
             asyncio.create_task(_every(settings.heartbeat, hub.fanout.heartbeat)),
             asyncio.create_task(_every(settings.sweep_interval, lambda: hub.sweep(idle_after))),
             asyncio.create_task(_every(1.0, state.cpu.sample)),
-            asyncio.create_task(_every(settings.sweep_interval, state.trimmer.check)),
+            asyncio.create_task(_every(settings.sweep_interval, lambda: _hand_back(state))),
         ]
         yield
         for task in tasks:

@@ -66,9 +66,6 @@ class ClusterBroker(Engine):
             **self.credentials,
         )
         self.by_node: dict[str, Shard] = {}
-        self.lineages: dict[str, str] = {}
-        """Each primary's `master_replid` (8 hex digits): a slot migrated from one of them lost
-        nothing (see LINEAGE_LUA)."""
         self._changed = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
         self._mapped = asyncio.Event()
@@ -96,8 +93,9 @@ class ClusterBroker(Engine):
         return key_slot(name.encode())
 
     def trusted(self) -> str:
+        """Also every live primary's lineage: a slot migrated from one of them lost nothing."""
         lineages = " ".join(self.lineages.values())
-        return f"* {lineages}" if self.replicas else lineages
+        return f"{super().trusted()} {lineages}"
 
     def unrouted(self, exc: BaseException) -> None:
         log.debug("Redis Cluster redirected or refused a command: %r", exc)
@@ -158,9 +156,9 @@ class ClusterBroker(Engine):
                 url = node_url(self.target, node.host, int(node.port))
                 self.by_node[name] = self.open_node(url, name, **self.credentials)
                 await self.by_node[name].link.start()
-        for name, shard in self.by_node.items():
+        for shard in self.by_node.values():
             with contextlib.suppress(RedisError, OSError):
-                self.lineages[name] = await shard.lineage()
+                await self.observe(shard)
         self.rehome()
         for name in [n for n in self.by_node if n not in primaries]:
             self.lineages.pop(name, None)

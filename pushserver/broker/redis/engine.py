@@ -25,7 +25,7 @@ from ...core.positions import Position
 from .following import Following, Listen, behind
 from .link import DOWN_ERRORS, Link
 from .pipe import Script
-from .scripts import Keys, publish_lua, stream_messages, sync_lua
+from .scripts import Keys, end_lua, publish_lua, stream_messages, sync_lua
 from .shard import NotDurable, OneConnection, Plan, Shard, Writer, closed, read_pool
 
 log = logging.getLogger("pushserver.redis")
@@ -36,6 +36,12 @@ NAMES_KEPT = 1 << 16
 """Channels whose epochs Redis counts by name (`scripts.STARTS_KEY`): about 100 bytes and the
 name each."""
 RETRY_AFTER = 2
+
+
+def covers_every_replica(wait: int, replicas: int) -> bool:
+    """Whether publishes that wait for `wait` replicas (`WAIT`) are held by every one of a
+    primary's `replicas`, so a promoted replica lacks nothing anyone was told of."""
+    return wait > 0 and wait >= replicas
 
 
 def _down() -> Unavailable:
@@ -57,10 +63,17 @@ class Engine(Following):
         self.history_size = settings.history_size
         self.history_ttl = settings.history_ttl
         self.replicas = settings.wait_replicas
+        self.most_replicas = 0
+        """The most replicas any primary has reported to this node (`observe`)."""
+        self.lineages: dict[str, str] = {}
+        """Each primary's `master_replid` (8 hex digits), by shard name (`observe`)."""
+        self.warnings: list[str] = []
+        """What an operator should change, for the log and /stats."""
         self.plan = Plan(
             self.keys,
             Script(publish_lua(self.keys, "" if self.replicas else self.notify)),
             Script(sync_lua(self.keys)),
+            Script(end_lua(self.keys)),
             self.notify,
             self.replicas,
             settings.history_size,
@@ -71,9 +84,32 @@ class Engine(Following):
         )
 
     def trusted(self) -> str:
-        """Lineages the scripts trust besides their own: with `WAIT`, a promoted replica's
-        predecessor (`*`, see LINEAGE_LUA)."""
-        return "*" if self.replicas else ""
+        """Lineages the scripts trust besides their own: a promoted replica's predecessor (`*`,
+        see LINEAGE_LUA) when every publish waited for every replica (`WAIT`), so whichever
+        replica is promoted holds all that anyone saw. With fewer (two replicas, `WAIT 1`), the
+        one that answered may not be the one promoted, or may follow a demoted master that goes
+        on taking writes: a failover then ends the epoch of each channel it touches."""
+        return "*" if covers_every_replica(self.replicas, self.most_replicas) else ""
+
+    async def observe(self, shard: Shard) -> None:
+        """Read a primary's lineage and replica count; warn once per count `WAIT` falls short of."""
+        self.lineages[shard.name], replicas = await shard.replication()
+        if replicas <= self.most_replicas:
+            return
+        self.most_replicas = replicas
+        if self.replicas < replicas:
+            text = (
+                f"--redis-replicas {self.replicas} is below the {replicas} replicas a Redis "
+                "primary reports: the replica promoted at a failover may lack acknowledged "
+                "messages, so each failover ends the epoch of every channel it touches "
+                f"(subscribers get a gap); --redis-replicas {replicas} fails over without one"
+            )
+            log.warning("%s", text)
+            self.warnings = [text]
+
+    async def _resync(self, shard: Shard) -> int:
+        await self.observe(shard)
+        return await super()._resync(shard)
 
     @property
     def shards(self) -> list[Shard]:

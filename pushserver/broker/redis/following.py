@@ -25,7 +25,7 @@ from ...core.refit import refit
 from ..ordering import Sequencer
 from ..sinks import Reporting
 from .link import BATCH, DOWN_ERRORS
-from .scripts import GENERATION_KEY, Keys, notification, stream_messages
+from .scripts import GENERATION_KEY, Keys, notification, rolled_back, stream_messages
 from .shard import Shard, fail
 
 log = logging.getLogger("pushserver.redis")
@@ -133,15 +133,28 @@ class Following(Reporting):
     async def _confirmed(self, records: Sequence[Listen]) -> None:
         """Wait for the SUBSCRIBE confirmations. They are shared by every subscriber of a
         channel, so a waiter that is cancelled (its client left) must leave them untouched:
-        `asyncio.wait` never cancels what it waits for."""
-        waiting = {r.confirmed for r in records if not r.confirmed.done()}
-        if waiting:
-            _, pending = await asyncio.wait(waiting, timeout=CONFIRM_TIMEOUT)
-            if pending:
+        `asyncio.wait` never cancels what it waits for.
+
+        Redis confirms in the order it was asked, so a link whose count of confirmations moved
+        in the last `CONFIRM_TIMEOUT` is still working through those asked first, and is
+        waited for: 192,000 channels subscribed at once take it longer than that, and losing
+        the link then refused two thirds of them. One that confirmed nothing for that long is
+        lost."""
+        pending = {r.confirmed for r in records if not r.confirmed.done()}
+        while pending:
+            counts = {r.shard: r.shard.link.confirmed for r in records if r.shard is not None}
+            _, pending = await asyncio.wait(pending, timeout=CONFIRM_TIMEOUT)
+            stalled = {
+                r.shard
+                for r in records
+                if r.confirmed in pending
+                and r.shard is not None
+                and r.shard.link.confirmed == counts.get(r.shard)
+            }
+            if stalled:
                 exc = RedisTimeoutError("Redis did not confirm SUBSCRIBE")
-                for shard in {r.shard for r in records if r.confirmed in pending}:
-                    if shard is not None:
-                        shard.link.lose(exc)
+                for shard in stalled:
+                    shard.link.lose(exc)
                 raise exc
         for r in records:
             r.confirmed.result()
@@ -222,8 +235,11 @@ class Following(Reporting):
         finally:
             for rec in records:
                 rec.order.done_reading()
-        again = []
+        again, lost = [], []
         for rec, asked, (found, last, entries, tag) in zip(records, froms, results, strict=True):
+            if rolled_back(asked, found, int(last)):
+                lost.append((rec, asked))
+                continue
             current: bytes = found or self.history.unstarted.encode() + tag  # no keys: unstarted
             ordered = reversed(entries) if asked[1] < 0 else entries
             messages = stream_messages(rec.name, current, ordered)
@@ -231,6 +247,26 @@ class Following(Reporting):
                 again.append(rec)
         if again:
             self.spawn(self._refresh(again))
+        if lost:
+            await self._end_epochs(shard, lost)
+
+    async def _end_epochs(self, shard: Shard, lost: list[tuple[Listen, tuple[str, int]]]) -> None:
+        """Detection by position: Redis holds these channels' epochs with fewer ids than this
+        node saw (a failover to a replica that lacked them), so their counters would hand those
+        ids out again. End each epoch (unless another node did), then read the new one: the
+        subscribers get an epoch gap, and the lost ids are never delivered under the old one."""
+        log.warning(
+            "Redis at %s lacks ids this node delivered in %d channels (%s...); their epochs end",
+            shard.name,
+            len(lost),
+            lost[0][0].name,
+        )
+        try:
+            await shard.end_epochs([rec.name for rec, _ in lost], [seen for _, seen in lost])
+        except DOWN_ERRORS as exc:
+            shard.link.lose(exc)
+            raise
+        await self._refresh([rec for rec, _ in lost])
 
     def rehome(self) -> None:
         """Move every channel whose shard changed (a failover, a migrated slot): subscribe on

@@ -74,6 +74,8 @@ class Link:
         self.up = False
         """Connected and resynchronised: publishing and subscribing work."""
         self.closing = False
+        self.confirmed = 0
+        """SUBSCRIBE confirmations read, counted: while it moves, one awaited is on its way."""
         self._last_read = 0.0
 
     async def start(self) -> None:
@@ -190,6 +192,7 @@ class Link:
                 if kind in (b"message", b"smessage"):
                     self._on_message(response[1], response[2])
                 elif kind in (b"subscribe", b"ssubscribe"):
+                    self.confirmed += 1
                     self._on_subscribed(response[1])
                 elif kind == b"sunsubscribe" and self._moved is not None:
                     self._moved(response[1])

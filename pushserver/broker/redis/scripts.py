@@ -64,6 +64,9 @@ class Keys:
     """FORGOTTEN_KEY's counters (one per 16-bit SHA-1 prefix)."""
     lua_topic = "ARGV[6] .. name"
     """A channel's notification topic in the publish script (ARGV[6]: the prefix)."""
+    lua_life = "''"
+    """What every tag of a slot begins with (TAG_LUA): nothing for one Redis, whose generation
+    key (GENERATION_KEY) already changes when it loses its data."""
 
     def __init__(self, db: int = 0) -> None:
         self.prefix = topic_prefix(db)
@@ -90,6 +93,7 @@ class TaggedKeys(Keys):
     counters = 1
     """One forgotten count per slot: the slot is already the spread."""
     lua_topic = "ARGV[6] .. '{' .. name .. '}'"
+    lua_life = "life(forgotten, candidate)"
 
     def channel(self, name: str) -> tuple[str, str]:
         return f"pushserver:{{{name}}}:m", f"pushserver:{{{name}}}:h"
@@ -123,16 +127,31 @@ def slot_tags() -> list[str]:
 SLOTS = 16384
 
 # The tag of the unstarted epoch of a channel without keys (`core.positions.epoch_tag`).
-# COUNTERS: how many forgotten counts FORGOTTEN_KEY holds (`Keys.counters`).
+# COUNTERS: how many forgotten counts FORGOTTEN_KEY holds (`Keys.counters`). LIFE: the Lua of
+# what every tag of the slot begins with (`Keys.lua_life`). In a cluster that is the slot's
+# life, `s` and a number drawn (from an epoch candidate) when the slot's forgotten key is first
+# used and kept after its counter: a primary that loses its data (restarted empty, FLUSHALL)
+# loses it too, so every tag of its slots changes, as the one generation key of the cluster,
+# kept on another shard, would not.
 TAG_LUA = """
 local function slot(name)
   return '#' .. (tonumber(string.sub(redis.sha1hex(name), 1, 4), 16) % COUNTERS)
 end
 
-local function tag_of(name, starts, forgotten)
+local function life(forgotten, candidate)
+  local at = '#' .. COUNTERS
+  local drawn = redis.call('BITFIELD', forgotten, 'GET', 'u32', at)[1]
+  if drawn == 0 then
+    drawn = tonumber(string.sub(candidate, 1, 4), 16) + 1
+    redis.call('BITFIELD', forgotten, 'SET', 'u32', at, drawn)
+  end
+  return string.format('s%x', drawn)
+end
+
+local function tag_of(name, starts, forgotten, candidate)
   local lost = redis.call('BITFIELD', forgotten, 'GET', 'u32', slot(name))[1]
   local begun = tonumber(redis.call('ZSCORE', starts, name) or 0)
-  local tag = ''
+  local tag = LIFE
   if lost > 0 then
     tag = string.format('g%x', lost)
   end
@@ -178,7 +197,7 @@ EPOCH_LUA = (
     + LINEAGE_LUA
     + """
 local function begin(meta, hist, candidate, name, starts, forgotten, kept)
-  local epoch = candidate .. tag_of(name, starts, forgotten)
+  local epoch = candidate .. tag_of(name, starts, forgotten, candidate)
   redis.call('ZINCRBY', starts, 1, name)
   if redis.call('ZCARD', starts) > kept then
     local gone = redis.call('ZPOPMIN', starts)[1]
@@ -298,7 +317,7 @@ def stream_messages(name: str, epoch: bytes, entries: Iterable[Any]) -> list[Mes
 SYNC_LUA_TEMPLATE = """
 local epoch = redis.call('HGET', KEYS[1], 'e')
 if not epoch then
-  return {false, 0, {}, tag_of(ARGV[5], KEYS[3], KEYS[4])}
+  return {false, 0, {}, tag_of(ARGV[5], KEYS[3], KEYS[4], ARGV[6])}
 end
 if foreign(KEYS[1], ARGV[8]) then
   epoch = begin(KEYS[1], KEYS[2], ARGV[6], ARGV[5], KEYS[3], KEYS[4], tonumber(ARGV[7]))
@@ -319,6 +338,29 @@ return {epoch, last, entries, ''}
 """
 
 
+# KEYS: meta, history, the two `Keys.shared` keys. ARGV: the epoch a node saw, the last id it saw
+# there, an epoch candidate, the channel's name, names kept. Detection by
+# position (`rolled_back`): Redis holds the channel's epoch with fewer ids than a node has seen
+# in it (a failover to a replica that lacked them, a restore), so its counter would hand those
+# ids out again; the epoch ends first, once, whichever node asks first (compare and set).
+# Reply: the channel's epoch now.
+END_LUA_TEMPLATE = """
+local epoch = redis.call('HGET', KEYS[1], 'e')
+if epoch == ARGV[1] and tonumber(redis.call('HGET', KEYS[1], 'i')) < tonumber(ARGV[2]) then
+  epoch = begin(KEYS[1], KEYS[2], ARGV[3], ARGV[4], KEYS[3], KEYS[4], tonumber(ARGV[5]))
+end
+return epoch
+"""
+
+
+def rolled_back(asked: tuple[str, int], epoch: bytes | None, last: int) -> bool:
+    """Whether a read shows Redis behind what the reader had seen before asking: the same epoch
+    with a last id below the one it read after. Within an epoch Redis's counter only grows and
+    a node only learns ids Redis assigned, so no stale read explains it: Redis lost ids."""
+    seen_epoch, seen = asked
+    return epoch is not None and seen > 0 and epoch.decode() == seen_epoch and last < seen
+
+
 def publish_lua(keys: Keys, notify: str) -> str:
     """PUBLISH_LUA_TEMPLATE for `keys`' layout, notifying with `notify` ('' = returned)."""
     body = PUBLISH_LUA_TEMPLATE.replace("TOPIC", keys.lua_topic).replace("NOTIFY", notify)
@@ -329,8 +371,12 @@ def sync_lua(keys: Keys) -> str:
     return _counted(keys, EPOCH_LUA + SYNC_LUA_TEMPLATE)
 
 
+def end_lua(keys: Keys) -> str:
+    return _counted(keys, EPOCH_LUA + END_LUA_TEMPLATE)
+
+
 def _counted(keys: Keys, text: str) -> str:
-    return text.replace("COUNTERS", str(keys.counters))
+    return text.replace("COUNTERS", str(keys.counters)).replace("LIFE", keys.lua_life)
 
 
 PUBLISH_LUA = publish_lua(Keys(), "PUBLISH")

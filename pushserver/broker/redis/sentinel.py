@@ -89,6 +89,9 @@ class SentinelBroker(Engine):
                 unknown = False
                 if address != self.address:
                     await self._switch(address)
+                elif self.shard is not None and self.shard.link.up:
+                    with contextlib.suppress(RedisError, OSError):
+                        await self.observe(self.shard)  # replicas added since: warn
             self._found.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), ASK_INTERVAL)

@@ -102,6 +102,7 @@ class Plan:
     keys: Keys
     publish: Script
     sync: Script
+    end: Script
     notify: str
     """PUBLISH or SPUBLISH, sent after `WAIT`; '' when the publish script sends it itself."""
     replicas: int
@@ -126,6 +127,9 @@ class Shard:
         self._names: dict[str, tuple[tuple[str, str, str], tuple[str, str]]] = {}
         """Per channel, its keys for a publish without an idempotency key and the shared keys
         of its slot: made once, not on every publish (four calls and three f-strings each)."""
+        self._reading = asyncio.Semaphore(POOL_SIZE)
+        """Reads wait their turn here, unbounded, not in the pool: its wait for a connection
+        is bounded, and one past it (3,000 reads of 64 channels at once) reads as Redis down."""
 
     def publishing(self, slot: int) -> Coalescer[Item, Any]:
         """The publishes waiting for a script call to `slot`'s channels (see `coalesce`). The
@@ -180,29 +184,53 @@ class Shard:
             raise NotDurable(f"{acked} of {self.plan.replicas} replicas answered WAIT")
 
     async def read(self, names: Sequence[str], froms: Sequence[tuple[str, int]]) -> list[Any]:
-        """The sync script's reply for each channel, all in one round trip (and `WAIT`). The
-        script goes by its digest, and whole only when Redis lacks it: a pipeline given
-        redis-py's `Script` asks `SCRIPT EXISTS` first, a round trip more for every read."""
-        try:
-            replies = await self._sync_calls(names, froms).execute()
-        except NoScriptError:
-            await self.client.script_load(self.plan.sync.text)
-            replies = await self._sync_calls(names, froms).execute()
+        """The sync script's reply for each channel, all in one round trip (and `WAIT`)."""
+        plan, trusted = self.plan, self.plan.trusted()
+        calls = []
+        for name, (epoch, after) in zip(names, froms, strict=True):
+            args = (plan.meta_ms, after, plan.history_size, epoch, name, secrets.token_hex(5))
+            calls.append((self._keys(name), (*args, plan.kept, trusted)))
+        return await self._calls(plan.sync, calls)
+
+    async def end_epochs(self, names: Sequence[str], seen: Sequence[tuple[str, int]]) -> None:
+        """End each channel's epoch if Redis still holds it with fewer ids than were seen in it
+        (`scripts.END_LUA_TEMPLATE`, detection by position); durable like a read."""
+        plan = self.plan
+        calls = [
+            (self._keys(name), (epoch, last, secrets.token_hex(5), name, plan.kept))
+            for name, (epoch, last) in zip(names, seen, strict=True)
+        ]
+        await self._calls(plan.end, calls)
+
+    def _keys(self, name: str) -> tuple[str, ...]:
+        """The keys of the sync and end scripts: the channel's own, then the shared ones."""
+        return (*self.plan.keys.channel(name), *self.plan.keys.shared(name))
+
+    async def _calls(
+        self, script: Script, calls: Sequence[tuple[Sequence[Arg], Sequence[Arg]]]
+    ) -> list[Any]:
+        """`script` once per (keys, args), all in one round trip, then `WAIT` (its replies are
+        used only once replicas hold what it read or wrote). The script goes by its digest, and
+        whole only when Redis lacks it: a pipeline given redis-py's `Script` asks `SCRIPT
+        EXISTS` first, a round trip more for every read."""
+        async with self._reading:
+            try:
+                replies = await self._pipeline(script, calls).execute()
+            except NoScriptError:
+                await self.client.script_load(script.text)
+                replies = await self._pipeline(script, calls).execute()
         if self.plan.replicas:
             self._held(replies.pop())
         return replies
 
-    def _sync_calls(self, names: Sequence[str], froms: Sequence[tuple[str, int]]) -> Pipeline:
-        plan = self.plan
+    def _pipeline(
+        self, script: Script, calls: Sequence[tuple[Sequence[Arg], Sequence[Arg]]]
+    ) -> Pipeline:
         pipe = self.client.pipeline(transaction=False)
-        trusted = plan.trusted()
-        for name, (epoch, after) in zip(names, froms, strict=True):
-            keys = (*plan.keys.channel(name), *plan.keys.shared(name))
-            args = (plan.meta_ms, after, plan.history_size, epoch, name)
-            args += (secrets.token_hex(5), plan.kept, trusted)  # type: ignore[assignment]
-            pipe.evalsha(plan.sync.sha, len(keys), *keys, *args)
-        if plan.replicas:
-            pipe.execute_command("WAIT", plan.replicas, WAIT_TIMEOUT_MS)
+        for keys, args in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        if self.plan.replicas:
+            pipe.execute_command("WAIT", self.plan.replicas, WAIT_TIMEOUT_MS)
         return pipe
 
     def subscribe(self, topic: bytes) -> asyncio.Future[None]:
@@ -212,10 +240,11 @@ class Shard:
             fail(confirmed)
         return confirmed
 
-    async def lineage(self) -> str:
-        """The first 8 hex digits of this primary's `master_replid` (see LINEAGE_LUA)."""
+    async def replication(self) -> tuple[str, int]:
+        """The first 8 hex digits of this primary's `master_replid` (see LINEAGE_LUA), and how
+        many replicas it has now."""
         info = await self.client.info("replication")
-        return str(info["master_replid"])[:8]
+        return str(info["master_replid"])[:8], int(info.get("connected_slaves", 0))
 
     async def close(self, closing: Callable[[Redis], Awaitable[None]]) -> None:
         await self.link.close()

@@ -15,11 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 import aiohttp
+from redis.crc import key_slot
 
+from pushserver.broker.redis.scripts import GENERATION_KEY
 from pushserver.launcher import ServerProcess
 
 from ...redis_cluster import RedisClusterSet, channel_in_slot, redis_cluster_fixture  # noqa: F401
 from ...wire import Subscriber, publish, publish_batch, take, wait_for_subscribers
+from ..transports.test_core_transports import head_cursor
 from .test_redis_broker import wait_until
 
 SLOTS = (100, 6000, 12000)
@@ -50,32 +53,56 @@ async def keyed(session: aiohttp.ClientSession, node: ServerProcess, ch: str, n:
         await asyncio.sleep(0.2)
 
 
+async def streaming(
+    session: aiohttp.ClientSession, node: ServerProcess, channel: str
+) -> list[Subscriber]:
+    """A subscriber to `channel` on `node` on every streaming transport, held."""
+    subs = [Subscriber(session, node.url, t, channel) for t in ("stream", "sse", "ws")]
+    for sub in subs:
+        await sub.connect()
+    await wait_for_subscribers(session, node.url, channel, len(subs))
+    return subs
+
+
+async def publish_across(
+    session: aiohttp.ClientSession,
+    node: ServerProcess,
+    channel: str,
+    change: Callable[[], object],
+) -> dict[int, int]:
+    """Keyed publishes of 0, 1, 2... to `channel` through `node`: five, then one after another
+    while `change` runs (in a thread), then five more; each number's id, in the order
+    acknowledged."""
+    counter = itertools.count()
+    acked = {n: await keyed(session, node, channel, n) for n in itertools.islice(counter, 5)}
+    changing = asyncio.create_task(asyncio.to_thread(change))
+    while not changing.done():
+        n = next(counter)
+        acked[n] = await keyed(session, node, channel, n)
+    await changing
+    acked |= {n: await keyed(session, node, channel, n) for n in itertools.islice(counter, 5)}
+    return acked
+
+
 async def run_through(
-    url: str, factory: Callable[..., ServerProcess], channel: str, change: Callable[[], object]
+    url: str,
+    factory: Callable[..., ServerProcess],
+    channel: str,
+    change: Callable[[], object],
+    *extra: str,
 ) -> None:
     """Keyed publishes to `channel` through node a, before, while and after `change` runs (in a
     thread), to subscribers on node b on every streaming transport: each gets every acknowledged
     message once and in order, no id is handed out twice, and both nodes end healthy. The
     history holds every message the run publishes, so one a node missed while the change ran is
     read back, never trimmed away (a trimmed one would be an honest `expired` gap instead)."""
-    a = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000")
-    b = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000")
-    counter = itertools.count()
+    a = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000", *extra)
+    b = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000", *extra)
     async with aiohttp.ClientSession() as s:
         for node in (a, b):
             await wait_until(lambda node=node: healthy(s, node), "node on Redis")
-        subs = [Subscriber(s, b.url, t, channel) for t in ("stream", "sse", "ws")]
-        for sub in subs:
-            await sub.connect()
-        await wait_for_subscribers(s, b.url, channel, len(subs))
-        acked = {n: await keyed(s, a, channel, n) for n in itertools.islice(counter, 5)}
-        changing = asyncio.create_task(asyncio.to_thread(change))
-        while not changing.done():
-            n = next(counter)
-            acked[n] = await keyed(s, a, channel, n)
-        await changing
-        acked |= {n: await keyed(s, a, channel, n) for n in itertools.islice(counter, 5)}
-
+        subs = await streaming(s, b, channel)
+        acked = await publish_across(s, a, channel, change)
         ordered = sorted(acked, key=acked.__getitem__)
         assert [acked[n] for n in ordered] == list(range(1, len(acked) + 1))
         for sub in subs:
@@ -179,3 +206,29 @@ async def test_publishes_to_many_slots_of_one_primary_go_one_script_call_per_slo
         assert [m["id"] for m in answers] == [1] * 4 + [2] * 4 + [3] * 4
         answers = await asyncio.gather(*(publish(s, node.url, n, "x") for n in names * 5))
         assert sorted(a["id"] for a in answers) == sorted(list(range(4, 9)) * 4)
+
+
+async def test_a_primary_that_loses_its_data_gives_its_channels_a_new_epoch(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """`FLUSHALL` on one primary (its replica follows), as a primary restarted empty would:
+    the cluster's generation key lives on another shard and is kept, so the slot's own epoch
+    counts must change, or a cursor taken before the channel's first epoch would pass for one
+    taken before the epoch begun after the loss, and skip the lost messages in silence."""
+    node = cluster_node(server_factory, redis_cluster)
+    channel = channel_in_slot(SLOTS[1])
+    owner = redis_cluster.owner(SLOTS[1])
+    assert owner is not redis_cluster.owner(key_slot(GENERATION_KEY.encode()))
+    async with aiohttp.ClientSession() as s:
+        await wait_until(lambda: healthy(s, node), "the node on the cluster")
+        before = await head_cursor(s, node.url, channel)
+        for n in range(3):
+            await publish(s, node.url, channel, f"a{n}")
+        owner.call("FLUSHALL")
+        assert (await publish(s, node.url, channel, "b0"))["id"] == 1
+        fresh = cluster_node(server_factory, redis_cluster)  # it knows only what Redis holds
+        await wait_until(lambda: healthy(s, fresh), "a second node on the cluster")
+        params = {"cursor": before, "timeout": "0"}
+        async with s.get(f"{fresh.url}/lp/{channel}", params=params) as r:
+            events = (await r.json())["messages"]
+        assert [e.get("reason") or e["data"] for e in events] == ["epoch", "b0"], events

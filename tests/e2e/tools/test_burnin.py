@@ -453,25 +453,47 @@ def test_readiness_times_bytes_when_they_arrived_or_when_read(stamped: bool) -> 
     assert at <= waiting if stamped else at >= waiting
 
 
-@pytest.mark.parametrize("transport", ["stream", "longpoll"])
+@pytest.mark.parametrize(
+    ("test", "transport"),
+    [("subscribers", "stream"), ("subscribers", "longpoll"), ("channels", "stream")],
+)
 def test_scale_out_run_against_server_workers_sharing_redis(
     redis_server: RedisServer,
     server_factory: Callable[..., ServerProcess],
     tmp_path: Path,
+    test: str,
     transport: str,
 ) -> None:
+    """Every delivery arrives once, and the server's figures are both workers' together: each
+    worker's /stats read on its own, memory and channels summed (one worker's RSS over all
+    channels read half the memory per channel)."""
     srv = server_factory("--workers", "2", "--redis", redis_server.url)
     done = run_burnin(
-        "subscribers", srv.url, tmp_path, "--transport", transport, "--workers", "2", *SMALL,
+        test, srv.url, tmp_path, "--transport", transport, "--workers", "2", *SMALL,
         "--no-charts",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    _, steps, end = read_results(tmp_path)
+    header, steps, end = read_results(tmp_path)
+    workers = set(psutil.Process(srv.proc.pid).children())
+    assert len(workers) == 2 and header["server_idle"]["workers"] == 2
+    # the baseline is read before any subscriber connects
+    assert header["server_idle"]["channels"] == header["server_idle"]["connections"] == 0
     assert [step["subscribers"] for step in steps] == [2, 4, 6]
     for step in steps:
         assert step["delivered"] == step["expected"] > 0
         assert step["duplicates"] == 0 and step["invalid"] is None
         assert step["loadgen"]["processes"] == 3  # the master and both Locust workers
+        server = step["server"]
+        assert {row["pid"] for row in server["per_worker"]} == {w.pid for w in workers}
+        assert server["workers"] == 2
+        assert server["rss_bytes"] == sum(row["rss_bytes"] for row in server["per_worker"])
+        assert server["cpu_percent"] == max(row["cpu_percent"] for row in server["per_worker"])
+        assert server["channels"] == sum(row["channels"] for row in server["per_worker"])
+        if test == "channels":  # each channel (and the probe's) held where its subscriber is,
+            # and for a while also where its cursor was asked for
+            assert server["channels"] >= step["subscribers"] + 1
+        assert step["side"].startswith("latency set by")
+    assert "server 2 workers: busiest cpu" in done.stdout
     assert end is not None and end["reason"] == "max"
 
 

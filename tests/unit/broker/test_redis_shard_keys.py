@@ -36,7 +36,9 @@ class Recorder:
 
 
 def shard_on(keys: Keys) -> tuple[Shard, Recorder]:
-    plan = Plan(keys, Script("p"), Script("s"), "PUBLISH", 0, 10, 1000, 2000, 16, lambda: "")
+    plan = Plan(
+        keys, Script("p"), Script("s"), Script("e"), "PUBLISH", 0, 10, 1000, 2000, 16, lambda: ""
+    )
     writer = Recorder()
     return Shard("test", plan, cast(Any, None), writer, cast(Any, None)), writer
 
