@@ -53,6 +53,10 @@ async def closed(client: Redis) -> None:
         await asyncio.wait_for(client.aclose(), CLOSE_TIMEOUT)
 
 
+NAMES_KEPT = 1024
+"""Channels whose key names a shard keeps between publishes (`Shard._names`); past it they are
+all dropped and made again as publishes come, so the table stays a few hundred KB at most."""
+
 WAIT_TIMEOUT_MS = 1000
 """How long a publish or a read waits for its replicas before it is refused."""
 
@@ -120,6 +124,9 @@ class Shard:
         self.writer = writer
         self.link = link
         self._publishing: dict[int, Coalescer[Item, Any]] = {}
+        self._names: dict[str, tuple[tuple[str, str, str], tuple[str, str]]] = {}
+        """Per channel, its keys for a publish without an idempotency key and the shared keys
+        of its slot: made once, not on every publish (four calls and three f-strings each)."""
         self._reading = asyncio.Semaphore(POOL_SIZE)
         """Reads wait their turn here, unbounded, not in the pool: its wait for a connection
         is bounded, and one past it (3,000 reads of 64 channels at once) reads as Redis down."""
@@ -136,7 +143,7 @@ class Shard:
     async def _run_publish(self, items: list[Item]) -> list[Any]:
         """One script call for the items of every publish waiting (see `coalesce`); once
         replicas hold it, its notifications."""
-        plan, keys = self.plan, self.plan.keys
+        plan, keys, known = self.plan, self.plan.keys, self._names
         names: list[str] = []
         args: list[Any] = [
             secrets.token_hex(5),
@@ -149,9 +156,10 @@ class Shard:
             plan.trusted(),
         ]
         for name, data, key in items:
-            names += (*keys.channel(name), keys.seen(name, key or ""))
+            own, shared = known.get(name) or self._named(name)
+            names += own if not key else (own[0], own[1], keys.seen(name, key))
             args += (name, data, key or "")
-        names += keys.shared(items[0][0])
+        names += shared  # the call's items share one slot, so they share its keys
         assigned, notes = await self.writer.script(plan.publish, names, args)
         if plan.replicas:
             self._held(await self.writer.call("WAIT", plan.replicas, WAIT_TIMEOUT_MS))
@@ -162,6 +170,14 @@ class Shard:
                 )
             )
         return list(assigned)
+
+    def _named(self, name: str) -> tuple[tuple[str, str, str], tuple[str, str]]:
+        keys = self.plan.keys
+        if len(self._names) >= NAMES_KEPT:
+            self._names.clear()
+        meta, hist = keys.channel(name)
+        named = self._names[name] = (meta, hist, keys.seen(name, "")), keys.shared(name)
+        return named
 
     def _held(self, acked: Any) -> None:
         if int(acked) < self.plan.replicas:

@@ -25,6 +25,7 @@ class RedisBroker(Engine):
         client = Redis(connection_pool=pool)
         pipe = Pipe(pool.make_connection(), REPLY_TIMEOUT, CONNECT_TIMEOUT)
         self.shard = self.make_shard("redis", client, pipe, settings.redis)
+        self._only = (self.shard, 0)
 
     @property
     def shards(self) -> list[Shard]:
@@ -37,6 +38,13 @@ class RedisBroker(Engine):
     def healthy(self) -> bool:
         """Asked on every publish: the one shard's link, without a list of one to go over."""
         return self.shard.link.up
+
+    def _target(self, name: str) -> tuple[Shard, int]:
+        """Asked on every publish: the one shard and its one slot, looked up by neither
+        `shard_of` nor `slot_of`; when it is down, the engine's answer (503)."""
+        if self.shard.link.up:
+            return self._only
+        return super()._target(name)
 
     async def start(self) -> None:
         await self.shard.link.start()
