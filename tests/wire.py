@@ -189,6 +189,16 @@ async def wait_for_subscribers(
     raise AssertionError(f"{channel}: {seen} subscribers, expected {n}")
 
 
+async def streaming(session: aiohttp.ClientSession, base: str, channel: str) -> list[Subscriber]:
+    """A subscriber to `channel` at `base` on every streaming transport, connected and counted
+    by the server before it returns."""
+    subs = [Subscriber(session, base, t, channel) for t in ("stream", "sse", "ws")]
+    for sub in subs:
+        await sub.connect()
+    await wait_for_subscribers(session, base, channel, len(subs))
+    return subs
+
+
 async def wait_for_stats(
     session: aiohttp.ClientSession,
     base: str,

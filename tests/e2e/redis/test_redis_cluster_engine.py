@@ -21,7 +21,7 @@ from pushserver.broker.redis.scripts import GENERATION_KEY
 from pushserver.launcher import ServerProcess
 
 from ...redis_cluster import RedisClusterSet, channel_in_slot, redis_cluster_fixture  # noqa: F401
-from ...wire import Subscriber, publish, publish_batch, take, wait_for_subscribers
+from ...wire import Subscriber, publish, publish_batch, streaming, take, wait_for_subscribers
 from ..transports.test_core_transports import head_cursor
 from .test_redis_broker import wait_until
 
@@ -51,17 +51,6 @@ async def keyed(session: aiohttp.ClientSession, node: ServerProcess, ch: str, n:
             assert r.status in (503, 504), (body, node.log[-3000:])
         assert loop.time() < deadline, f"publish {n} never acknowledged"
         await asyncio.sleep(0.2)
-
-
-async def streaming(
-    session: aiohttp.ClientSession, node: ServerProcess, channel: str
-) -> list[Subscriber]:
-    """A subscriber to `channel` on `node` on every streaming transport, held."""
-    subs = [Subscriber(session, node.url, t, channel) for t in ("stream", "sse", "ws")]
-    for sub in subs:
-        await sub.connect()
-    await wait_for_subscribers(session, node.url, channel, len(subs))
-    return subs
 
 
 async def publish_across(
@@ -101,7 +90,7 @@ async def run_through(
     async with aiohttp.ClientSession() as s:
         for node in (a, b):
             await wait_until(lambda node=node: healthy(s, node), "node on Redis")
-        subs = await streaming(s, b, channel)
+        subs = await streaming(s, b.url, channel)
         acked = await publish_across(s, a, channel, change)
         ordered = sorted(acked, key=acked.__getitem__)
         assert [acked[n] for n in ordered] == list(range(1, len(acked) + 1))
@@ -146,10 +135,7 @@ async def test_a_killed_primary_stops_only_its_channels_and_loses_nothing_acknow
     async with aiohttp.ClientSession() as s:
         for node in (a, b):
             await wait_until(lambda node=node: healthy(s, node), "node on the cluster")
-        subs = [Subscriber(s, b.url, t, hit) for t in ("stream", "sse", "ws")]
-        for sub in subs:
-            await sub.connect()
-        await wait_for_subscribers(s, b.url, hit, len(subs))
+        subs = await streaming(s, b.url, hit)
         acked = {n: await keyed(s, a, hit, n) for n in itertools.islice(counter, 5)}
 
         killed, _ = await asyncio.to_thread(redis_cluster.kill_primary, SLOTS[0])

@@ -19,7 +19,7 @@ from pushserver.launcher import ServerProcess
 
 from ...redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
 from ...tcpproxy import TcpProxy
-from ...wire import Subscriber, publish, take, wait_for_subscribers
+from ...wire import Subscriber, publish, streaming, take, wait_for_subscribers
 from .test_redis_broker import ids, node_args, wait_until
 
 
@@ -43,10 +43,7 @@ async def test_node_back_late_after_redis_restart_delivers_the_new_epoch_from_it
                 return await _health(s, b) == 200
 
             await wait_until(b_up, "node b up")
-            subs = [Subscriber(s, b.url, t, "late") for t in ("stream", "sse", "ws")]
-            for sub in subs:
-                await sub.connect()
-            await wait_for_subscribers(s, b.url, "late", len(subs))
+            subs = await streaming(s, b.url, "late")
             for n in range(3):
                 await publish(s, a.url, "late", f"old {n}")
             # Redis dies only once b has the old epoch: a notification still on its way when Redis

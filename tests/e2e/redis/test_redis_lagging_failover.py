@@ -32,9 +32,9 @@ from pushserver.launcher import ServerProcess
 from ...redis_cluster import channel_in_slot, running_cluster
 from ...redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
 from ...redis_sentinel import running_sentinels
-from ...wire import Subscriber, publish, take, wait_for_stats
+from ...wire import Subscriber, publish, streaming, take, wait_for_stats
 from .test_redis_broker import node_args, wait_until
-from .test_redis_cluster_engine import healthy, publish_across, streaming
+from .test_redis_cluster_engine import healthy, publish_across
 
 WRITTEN = 3
 """Acknowledged publishes the promoted replica lacks."""
@@ -105,7 +105,7 @@ async def run_lagging(
     async with aiohttp.ClientSession() as s:
         for node in (a, b):
             await wait_until(lambda node=node: healthy(s, node), "node on Redis")
-        subs = await streaming(s, b, channel)
+        subs = await streaming(s, b.url, channel)
         acked = await publish_across(s, a, channel, fail_over)
         ordered = list(acked)  # acknowledged one after another: the order of their ids
         for sub in subs:
@@ -152,7 +152,7 @@ async def test_a_read_behind_what_the_node_delivered_ends_the_epoch(
 ) -> None:
     node = server_factory(*node_args(redis_server))
     async with aiohttp.ClientSession() as s:
-        subs = await streaming(s, node, "rolled")
+        subs = await streaming(s, node.url, "rolled")
         for n in range(5):
             await publish(s, node.url, "rolled", f"a{n}")
         for sub in subs:

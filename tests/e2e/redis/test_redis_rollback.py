@@ -16,7 +16,7 @@ import aiohttp
 from pushserver.launcher import ServerProcess
 
 from ...redis_fixture import running
-from ...wire import Subscriber, publish, take, wait_for_subscribers
+from ...wire import publish, streaming, take
 from .test_redis_broker import ids, node_args, wait_until
 
 
@@ -26,10 +26,7 @@ async def test_redis_back_from_an_older_snapshot_ends_the_epoch_instead_of_reusi
     with running("--save", "3600 1") as redis_server:
         node = server_factory(*node_args(redis_server))
         async with aiohttp.ClientSession() as s:
-            subs = [Subscriber(s, node.url, t, "saved") for t in ("stream", "sse", "ws")]
-            for sub in subs:
-                await sub.connect()
-            await wait_for_subscribers(s, node.url, "saved", len(subs))
+            subs = await streaming(s, node.url, "saved")
             for n in range(3):
                 await publish(s, node.url, "saved", f"a{n}")
             with redis_server.client() as admin:

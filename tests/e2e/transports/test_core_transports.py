@@ -7,7 +7,15 @@ import asyncio
 import aiohttp
 import pytest
 
-from ...wire import TRANSPORTS, Subscriber, publish, publish_batch, take, wait_for_subscribers
+from ...wire import (
+    TRANSPORTS,
+    Subscriber,
+    publish,
+    publish_batch,
+    streaming,
+    take,
+    wait_for_subscribers,
+)
 
 
 async def head_cursor(session: aiohttp.ClientSession, base: str, channels: str) -> str:
@@ -106,10 +114,7 @@ async def test_history_parameter(server):
 
 async def test_publish_reports_subscriber_count(server):
     async with aiohttp.ClientSession() as s:
-        subs = [Subscriber(s, server.url, t, "count") for t in ("stream", "sse", "ws")]
-        for sub in subs:
-            await sub.connect()
-        await wait_for_subscribers(s, server.url, "count", 3)
+        subs = await streaming(s, server.url, "count")
         result = await publish(s, server.url, "count", "x")
         assert result["subscribers"] == 3
         for sub in subs:
