@@ -99,8 +99,8 @@ class Repeat:
         self.expected = b""
         """This head with the value `holds` was last asked about (`awaited`)."""
 
-    def value(self, raw: bytes) -> str | None:
-        """The value in `raw` (a whole head) when it is this head but for that value."""
+    def sent(self, raw: bytes) -> bytes | None:
+        """The value as sent in `raw` (a whole head) when it is this head but for that value."""
         prefix, suffix = self.prefix, self.suffix
         if (
             not 0 <= len(raw) - len(prefix) - len(suffix) <= self.room
@@ -108,7 +108,13 @@ class Repeat:
             or not raw.endswith(suffix)
         ):
             return None
-        value = raw[len(prefix) : len(raw) - len(suffix)]
+        return raw[len(prefix) : len(raw) - len(suffix)]
+
+    def value(self, raw: bytes) -> str | None:
+        """The value in `raw` (a whole head) when it is this head but for that value."""
+        value = self.sent(raw)
+        if value is None:
+            return None
         if PLAIN_VALUE.fullmatch(value):
             return value.decode("ascii")
         return unquote(value.decode("ascii")) if SENT_VALUE.fullmatch(value) else None
@@ -144,15 +150,10 @@ class Sized(Repeat):
     __slots__ = ()
 
     def value(self, raw: bytes) -> str | None:
-        prefix, suffix = self.prefix, self.suffix
-        if (
-            not 0 < len(raw) - len(prefix) - len(suffix) <= self.room
-            or not raw.startswith(prefix)
-            or not raw.endswith(suffix)
-        ):
+        value = self.sent(raw)
+        if value is None or not value.isdigit():  # bytes: ASCII digits only, at least one
             return None
-        value = raw[len(prefix) : len(raw) - len(suffix)]
-        return value.decode("ascii") if value.isdigit() else None  # bytes: ASCII digits only
+        return value.decode("ascii")
 
 
 class Repeats:
