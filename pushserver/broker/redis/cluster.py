@@ -101,8 +101,10 @@ class ClusterBroker(Engine):
         log.debug("Redis Cluster redirected or refused a command: %r", exc)
         self._changed.set()
 
-    def _moved(self, topic: bytes) -> None:
-        if topic in self.by_topic:  # not the answer to our own UNSUBSCRIBE of a dropped channel
+    def _moved(self, shard: Shard, slot: int, topic: bytes | None) -> None:
+        """Read the slot map again when a primary dropped or refused a channel followed there
+        (not for the answer to our own SUNSUBSCRIBE): `rehome` then subscribes it again."""
+        if self.dropped(shard, slot, topic):
             self._changed.set()
 
     async def generation(self, shard: Shard) -> str:

@@ -122,7 +122,7 @@ class Engine(Following):
     def make_shard(self, name: str, client: Redis, writer: Writer, url: str) -> Shard:
         """A shard whose link reports here; started by the caller (`shard.link.start()`)."""
         holder: list[Shard] = []
-        moved = self._moved if self.sharded else None
+        moved = (lambda slot, topic: self._moved(holder[0], slot, topic)) if self.sharded else None
         link = Link(
             client,
             url,
@@ -148,8 +148,8 @@ class Engine(Following):
         for shard in self.shards:
             await shard.close(closed)
 
-    def _moved(self, topic: bytes) -> None:
-        """A cluster primary unsubscribed a topic itself: its slot moved (`cluster`)."""
+    def _moved(self, shard: Shard, slot: int, topic: bytes | None) -> None:
+        """A cluster primary dropped a topic itself, or refused one in `slot` (`cluster`)."""
 
     # -- publishing ---------------------------------------------------------------------------
 

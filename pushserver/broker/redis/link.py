@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.crc import key_slot
+from redis.exceptions import AskError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...redis_urls import redacted
@@ -41,8 +41,10 @@ class Link:
 
     `resync` runs after every (re)connect, before the link counts as up: the engine subscribes
     again and reads what it missed. `lost` runs whenever the connection goes. A `sharded` link
-    (a cluster's primary) uses SSUBSCRIBE, one slot per command, and hands a `sunsubscribe` to
-    `moved`: the server sends one unasked when the topic's slot leaves it.
+    (a cluster's primary) uses SSUBSCRIBE, one slot per command, and hands `moved` the slot and
+    topic of a `sunsubscribe` (the server sends one unasked when the topic's slot leaves it, or
+    is assigned to it again), and the slot of a MOVED answer to SSUBSCRIBE or SUNSUBSCRIBE (the
+    slot left it before this node knew): the connection stays, its other topics unharmed.
     """
 
     def __init__(
@@ -53,7 +55,7 @@ class Link:
         on_subscribed: Callable[[bytes], None],
         resync: Callable[[], Awaitable[int]],
         lost: Callable[[], None],
-        moved: Callable[[bytes], None] | None = None,
+        moved: Callable[[int, bytes | None], None] | None = None,
     ) -> None:
         self.client = client
         self.url = redacted(url)
@@ -184,7 +186,13 @@ class Link:
     async def _read(self, pubsub: PubSub) -> None:
         try:
             while True:
-                response = await pubsub.parse_response(block=True)
+                try:
+                    response = await pubsub.parse_response(block=True)
+                except AskError as exc:  # MOVED too
+                    if self._moved is None:
+                        raise
+                    response = None
+                    self._moved(exc.slot_id, None)
                 self._last_read = self._loop.time()
                 if not isinstance(response, list):
                     continue
@@ -195,7 +203,7 @@ class Link:
                     self.confirmed += 1
                     self._on_subscribed(response[1])
                 elif kind == b"sunsubscribe" and self._moved is not None:
-                    self._moved(response[1])
+                    self._moved(key_slot(response[1]), response[1])
         except (RedisError, OSError, RuntimeError) as exc:
             self.lose(exc)
 
