@@ -75,6 +75,11 @@ class ClusterBroker(Engine):
     def shards(self) -> list[Shard]:
         return list(self.by_node.values())
 
+    def node(self, name: str) -> Shard | None:
+        """The primary a redirect names; the map that sent the command there is read again."""
+        self._changed.set()
+        return self.by_node.get(name)
+
     def shard_of(self, name: str) -> Shard | None:
         try:
             node = self.cluster.get_node_from_key(self.keys.channel(name)[0])

@@ -81,7 +81,12 @@ class Engine(Following):
             int(max(2 * settings.history_ttl, META_TTL_MIN) * 1000),
             NAMES_KEPT,
             self.trusted,
+            self.node,
         )
+
+    def node(self, name: str) -> Shard | None:
+        """The shard on the primary `name` (host:port) that a cluster redirects to (`cluster`)."""
+        return None
 
     def trusted(self) -> str:
         """Lineages the scripts trust besides their own: a promoted replica's predecessor (`*`,
