@@ -36,6 +36,23 @@ SHARDED = {"SUBSCRIBE": "SSUBSCRIBE", "UNSUBSCRIBE": "SUNSUBSCRIBE"}
 """A cluster's commands: sharded pub/sub, served by the primary of the topic's slot."""
 
 
+async def bounded(closing: Awaitable[object]) -> None:
+    """Await `closing` for `CLOSE_TIMEOUT` at most, then leave it cancelled; what it raised is
+    dropped (a close reports nothing anyone acts on). Not `wait_for`: past its timeout that
+    waits for the cancelled task to end, and one that does not end held it for good."""
+    task = asyncio.ensure_future(closing)
+    task.add_done_callback(_dropped)
+    try:
+        await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+    finally:
+        task.cancel()
+
+
+def _dropped(task: asyncio.Future[object]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class Link:
     """Keeps one pub/sub connection to Redis up, logging once per outage.
 
@@ -89,8 +106,7 @@ class Link:
         self.closing = True  # the client may turn a cancellation into a connection error
         if self._monitor is not None:
             self._monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(self._monitor, CLOSE_TIMEOUT)
+            await bounded(self._monitor)
         await self._teardown()
 
     def send(self, command: str, topic: bytes) -> bool:
@@ -176,12 +192,10 @@ class Link:
         for task in io:
             task.cancel()
         for task in io:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await bounded(task)
         pubsub, self._pubsub, self._queue = self._pubsub, None, None
         if pubsub is not None:
-            with contextlib.suppress(RedisError, OSError, TimeoutError):
-                await asyncio.wait_for(pubsub.aclose(), CLOSE_TIMEOUT)
+            await bounded(pubsub.aclose())
 
     async def _read(self, pubsub: PubSub) -> None:
         try:

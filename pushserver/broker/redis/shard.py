@@ -9,7 +9,6 @@ connection covers the whole call; its notifications are sent only then.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import secrets
 import time
@@ -33,7 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from ...core.broker import Item
 from . import redirect
 from .coalesce import Coalescer
-from .link import CLOSE_TIMEOUT, Link
+from .link import Link, bounded
 from .pipe import Arg, Script
 from .scripts import Keys
 
@@ -57,8 +56,7 @@ def read_pool(url: str, size: int = POOL_SIZE, **options: Any) -> BlockingConnec
 
 
 async def closed(client: Redis) -> None:
-    with contextlib.suppress(RedisError, OSError, TimeoutError):
-        await asyncio.wait_for(client.aclose(), CLOSE_TIMEOUT)
+    await bounded(client.aclose())
 
 
 NAMES_KEPT = 1024
