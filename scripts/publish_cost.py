@@ -5,10 +5,12 @@ of one channel, one publish at a time, each delivered to all before the next (on
 move with the load of a shared machine, so trees can be compared one after the other.
 
     .venv/bin/python scripts/publish_cost.py TREE... [--subscribers 100] [--publishes 500]
-        [--transport sse|stream] [--redis] [--held 2000]
+        [--transport sse|stream] [--redis] [--held 2000] [--keep DIR]
 
 Each TREE (a `git worktree add --detach` of a commit) runs with this checkout's `.venv` through
-`PYTHONPATH`. `--redis` starts a redis-server for the runs; `--held N` counts memory instead.
+`PYTHONPATH`. `--redis` starts a redis-server for the runs; `--held N` counts memory instead;
+`--keep DIR` keeps each tree's count as `DIR/callgrind.out.TREE`, for `callgrind_annotate` (which
+function the instructions went to).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import pickle
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -159,6 +162,8 @@ async def fan_out(port: int, pid: int, args: argparse.Namespace) -> float:
     dumps = sorted(Path(args.dir).glob(f"cg.{pid}.*"))
     summary = re.search(r"^summary: (\d+)", dumps[-1].read_text(), re.M)
     assert summary is not None
+    if args.keep:
+        shutil.copy(dumps[-1], Path(args.keep) / f"callgrind.out.{args.tree}")
     return int(summary[1]) / args.publishes
 
 
@@ -195,6 +200,7 @@ def measure(tree: Path, args: argparse.Namespace, redis: str | None) -> str:
         if args.held:
             value = asyncio.run(held(server.port, server.proc.pid, out, args.held))
             return f"{tree}: {value:,.1f} Python bytes per held long-poll ({args.held:,} held)"
+        args.tree = tree.name
         value = asyncio.run(fan_out(server.port, server.proc.pid, args))
         return (
             f"{tree}: {value:,.0f} instructions per publish ({args.subscribers} "
@@ -210,9 +216,11 @@ def main() -> None:
     parser.add_argument("--transport", choices=("sse", "stream"), default="sse")
     parser.add_argument("--redis", action="store_true")
     parser.add_argument("--held", type=int, default=0, help="count memory per held long-poll")
+    parser.add_argument("--keep", type=Path, help="keep each tree's callgrind count here")
     args = parser.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the held long-polls' sockets
+    args.keep = args.keep and args.keep.resolve()
     os.chdir(tempfile.gettempdir())  # each server imports the tree its PYTHONPATH names
     with tempfile.TemporaryDirectory() as scratch:
         args.dir = scratch

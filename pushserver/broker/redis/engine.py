@@ -22,6 +22,7 @@ from ...core.broker import ChannelInfo, Item
 from ...core.errors import Unavailable, broker_down, outcome_unknown
 from ...core.messages import Message
 from ...core.positions import Position
+from .coalesce import Coalescer
 from .following import Following, Listen, behind
 from .link import DOWN_ERRORS, Link
 from .pipe import Script
@@ -168,14 +169,25 @@ class Engine(Following):
             for n, item in enumerate(items):
                 groups.setdefault(self._target(item[0]), []).append(n)
             target = next(iter(groups)) if len(groups) == 1 else None
-        if target is not None:  # one Redis, or one slot: no task per publish
+        if target is not None:  # one slot: no task per publish
             shard, slot = target
-            try:
-                assigned = await shard.publishing(slot).submit(items)
-            except Exception as exc:
-                raise self._unpublished([(shard, exc)]) from None
-        else:
-            assigned = await self._spread(items, groups)
+            return await self._submitted(shard, shard.publishing(slot), items)
+        return self._kept(items, await self._spread(items, groups))
+
+    async def _submitted(
+        self, shard: Shard, publishing: Coalescer[Item, Any], items: Sequence[Item]
+    ) -> list[Message]:
+        """`items`, all to one slot of `shard`, published through its `publishing`."""
+        if not shard.link.up:
+            raise _down()
+        try:
+            assigned = await publishing.submit(items)
+        except Exception as exc:
+            raise self._unpublished([(shard, exc)]) from None
+        return self._kept(items, assigned)
+
+    def _kept(self, items: Sequence[Item], assigned: Sequence[Any]) -> list[Message]:
+        """The messages Redis assigned ids to, each offered to its channel's history here."""
         out = []
         for (name, data, _), (epoch, id_, ts, repeat) in zip(items, assigned, strict=True):
             message = Message(name, epoch.decode(), int(id_), float(ts), data)
