@@ -66,6 +66,7 @@ class Engine(Following):
         self.replicas = settings.wait_replicas
         self.most_replicas = 0
         """The most replicas any primary has reported to this node (`observe`)."""
+        self._trust = self._trusting()
         self.lineages: dict[str, str] = {}
         """Each primary's `master_replid` (8 hex digits), by shard name (`observe`)."""
         self.warnings: list[str] = []
@@ -89,7 +90,12 @@ class Engine(Following):
         see LINEAGE_LUA) when every publish waited for every replica (`WAIT`), so whichever
         replica is promoted holds all that anyone saw. With fewer (two replicas, `WAIT 1`), the
         one that answered may not be the one promoted, or may follow a demoted master that goes
-        on taking writes: a failover then ends the epoch of each channel it touches."""
+        on taking writes: a failover then ends the epoch of each channel it touches.
+
+        Asked on every publish, so worked out only when the replica count moves (`observe`)."""
+        return self._trust
+
+    def _trusting(self) -> str:
         return "*" if covers_every_replica(self.replicas, self.most_replicas) else ""
 
     async def observe(self, shard: Shard) -> None:
@@ -98,6 +104,7 @@ class Engine(Following):
         if replicas <= self.most_replicas:
             return
         self.most_replicas = replicas
+        self._trust = self._trusting()
         if self.replicas < replicas:
             text = (
                 f"--redis-replicas {self.replicas} is below the {replicas} replicas a Redis "
