@@ -224,16 +224,19 @@ def main() -> None:
     args = parser.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the held long-polls' sockets
-    args.keep = args.keep and args.keep.resolve()
+    if args.keep:
+        args.keep = args.keep.resolve()
+        args.keep.mkdir(parents=True, exist_ok=True)
+    trees = [tree.resolve() for tree in args.trees]  # `.` is this checkout, not the cwd below
     os.chdir(tempfile.gettempdir())  # each server imports the tree its PYTHONPATH names
     with tempfile.TemporaryDirectory() as scratch:
         args.dir = scratch
         redis = RedisServer().start() if args.redis else None
         try:
-            for tree in args.trees:
+            for tree in trees:
                 if redis is not None:
                     redis.client().flushall()
-                print(measure(tree.resolve(), args, redis.url if redis else None), flush=True)
+                print(measure(tree, args, redis.url if redis else None), flush=True)
         finally:
             if redis is not None:
                 redis.stop()
