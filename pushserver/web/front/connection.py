@@ -97,7 +97,7 @@ class Connection(Repolls, Bodies):
                 return
         phase = self.phase
         if phase == IDLE:
-            if not self.buffer and self._serve_kept(data):
+            if not self.buffer and self.kept is not None and self._serve_kept(data):
                 return
             self.buffer = self.buffer + data if self.buffer else data
             self._next()
@@ -310,7 +310,9 @@ class Connection(Repolls, Bodies):
         io = self.io
         io.wait(self.front.timeout)
         if not self.buffer:  # the usual end of a long-poll: nothing sent yet
-            if self.kept is None:  # a kept poll awaits its re-poll, held: not resting
+            # A kept poll awaits its re-poll, held: not resting. Inside `_next`'s loop (a
+            # pipelined publisher) the loop says it once it finds the buffer empty.
+            if self.kept is None and not self.looping:
                 io.waiting(False)
         elif not self._serve_kept(self.buffer):  # a re-poll sent early, or anything else
             self._next()
