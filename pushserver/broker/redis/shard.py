@@ -160,15 +160,17 @@ class Shard:
             names += own if not key else (own[0], own[1], keys.seen(name, key))
             args += (name, data, key or "")
         names += shared  # the call's items share one slot, so they share its keys
-        assigned, notes = await self.writer.script(plan.publish, names, args)
-        if plan.replicas:
-            self._held(await self.writer.call("WAIT", plan.replicas, WAIT_TIMEOUT_MS))
-            await asyncio.gather(
-                *(
-                    self.writer.call(plan.notify, t, p)
-                    for t, p in zip(notes[::2], notes[1::2], strict=True)
-                )
+        reply = await self.writer.script(plan.publish, names, args)
+        if not plan.replicas:
+            return reply  # notified by the script itself
+        assigned, notes = reply
+        self._held(await self.writer.call("WAIT", plan.replicas, WAIT_TIMEOUT_MS))
+        await asyncio.gather(
+            *(
+                self.writer.call(plan.notify, t, p)
+                for t, p in zip(notes[::2], notes[1::2], strict=True)
             )
+        )
         return list(assigned)
 
     def _named(self, name: str) -> tuple[tuple[str, str, str], tuple[str, str]]:
