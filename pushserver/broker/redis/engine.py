@@ -268,8 +268,9 @@ class Engine(Following):
             if not all(r.shard is not None and r.shard.link.connected for r in stale):
                 raise _down()
             try:
-                await self._confirmed(stale)
-                await self._refresh(stale)
+                with self.waited(records):
+                    await self._confirmed(stale)
+                    await self._refresh(stale)
             except DOWN_ERRORS:
                 raise _down() from None  # the shard's link is lost already (`_read`)
             except RedisError as exc:
