@@ -1,24 +1,31 @@
 """What a publish costs a server tree, counted rather than timed: the instructions the server
 process executes per publish (valgrind's callgrind, user space) with N SSE or NDJSON subscribers
-of one channel, one publish at a time, each delivered to all before the next (one flush each,
-`--max-flush-delay 0`); or the Python bytes each held long-poll keeps (tracemalloc). Counts do not
-move with the load of a shared machine, so trees can be compared one after the other.
+of one channel (0: nobody subscribed, each publish's 201 awaited), one publish at a time, each
+delivered to all before the next (one flush each, `--max-flush-delay 0`); or the Python bytes
+each held long-poll keeps (tracemalloc). Counts do not move with the load of a shared machine,
+so trees can be compared one after the other.
 
     .venv/bin/python scripts/publish_cost.py TREE... [--subscribers 100] [--publishes 500]
-        [--transport sse|stream] [--redis] [--held 2000]
+        [--transport sse|stream] [--redis] [--held 2000] [--opcodes] [--keep DIR]
 
 Each TREE (a `git worktree add --detach` of a commit) runs with this checkout's `.venv` through
-`PYTHONPATH`. `--redis` starts a redis-server for the runs; `--held N` counts memory instead.
+`PYTHONPATH`. `--redis` starts a redis-server for the runs; `--held N` counts memory instead;
+`--opcodes` counts the Python opcodes and calls the same publishes run (a `sys.settrace` opcode
+counter, no valgrind). `--keep DIR` keeps what each tree's count is made of, by function:
+`DIR/callgrind.out.TREE` for `callgrind_annotate`, or `DIR/opcodes.TREE.tsv` (opcodes and calls
+per publish, file, function).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import pickle
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,11 +39,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pushserver.launcher import ServerProcess
 from tests.redis_fixture import RedisServer
 
+QUIET = ["--heartbeat", "3600", "--sweep-interval", "3600"]
+"""The server's periodic work put off past the run: it comes by the clock, and valgrind slows a
+run by a varying factor, so one count would take in a heartbeat to every subscriber, sweeps and
+the allocator's check, and the next not (up to 3k instructions per publish apart)."""
 MARK = b"QZQZ"
 BODY = b'{"p":"' + MARK + b"x" * 86 + b'"}'
 BOOT = """
-import os, pickle, runpy, signal, sys, tracemalloc
+import collections, json, os, pickle, runpy, signal, sys, tracemalloc
 out = os.environ["COST_OUT"]
+if os.environ.get("COST_OPCODES"):
+    ops, calls = collections.Counter(), collections.Counter()
+    def step(frame, event, arg):
+        if event == "opcode":
+            ops[frame.f_code] += 1
+        return step
+    def enter(frame, event, arg):
+        if event == "call":
+            calls[frame.f_code] += 1
+            frame.f_trace_opcodes = True
+            return step
+    def counting(sig, frame):
+        if sig == signal.SIGUSR1:
+            sys.settrace(enter)
+            open(out + ".on", "w").close()
+            return
+        sys.settrace(None)
+        rows = [[c.co_filename, c.co_qualname, ops[c], calls[c]] for c in set(ops) | set(calls)]
+        with open(out + ".part", "w") as f:
+            json.dump(rows, f)
+        os.rename(out + ".part", out)
+    signal.signal(signal.SIGUSR1, counting)
+    signal.signal(signal.SIGUSR2, counting)
 if os.environ.get("COST_HELD"):
     tracemalloc.start()
     shots = []
@@ -51,7 +85,8 @@ sys.argv = ["pushserver", *sys.argv[1:]]
 runpy.run_module("pushserver", run_name="__main__", alter_sys=True)
 """
 """Runs the server of the tree `PYTHONPATH` names; with `COST_HELD`, SIGUSR1 takes a
-tracemalloc snapshot (two in all, written to `COST_OUT`)."""
+tracemalloc snapshot (two in all, written to `COST_OUT`); with `COST_OPCODES`, SIGUSR1 starts
+counting opcodes and calls by code object and SIGUSR2 writes the counts to `COST_OUT`."""
 
 
 class Measured(ServerProcess):
@@ -120,8 +155,9 @@ async def deadline(ready: Callable[[], bool], what: str, seconds: float = 120) -
         await asyncio.sleep(0.02)
 
 
-async def fan_out(port: int, pid: int, args: argparse.Namespace) -> float:
-    """Instructions per publish over `args.publishes` publishes, after a warm-up."""
+async def fan_out(port: int, pid: int, args: argparse.Namespace, out: Path) -> str:
+    """Instructions (or opcodes and calls) per publish over `args.publishes` publishes, after a
+    warm-up."""
     loop = asyncio.get_running_loop()
     heads, got, want = [0], [0], [0]  # heads seen, messages received, messages awaited
     delivered = loop.create_future()
@@ -149,9 +185,17 @@ async def fan_out(port: int, pid: int, args: argparse.Namespace) -> float:
             delivered = loop.create_future()
             want[0] = got[0] + args.subscribers
             await pub.publish(request)
-            await asyncio.wait_for(delivered, 60)
+            if args.subscribers:  # with none, the 201 is all a publish waits for
+                await asyncio.wait_for(delivered, 60)
 
     await publish(20)
+    if args.opcodes:
+        os.kill(pid, signal.SIGUSR1)
+        await deadline(Path(f"{out}.on").exists, "the opcode counter")
+        await publish(args.publishes)
+        os.kill(pid, signal.SIGUSR2)
+        await deadline(out.exists, "the opcode counts")
+        return opcodes(out, args)
     control = ["callgrind_control"]
     subprocess.run([*control, "-z", str(pid)], check=True, capture_output=True)
     await publish(args.publishes)
@@ -159,7 +203,23 @@ async def fan_out(port: int, pid: int, args: argparse.Namespace) -> float:
     dumps = sorted(Path(args.dir).glob(f"cg.{pid}.*"))
     summary = re.search(r"^summary: (\d+)", dumps[-1].read_text(), re.M)
     assert summary is not None
-    return int(summary[1]) / args.publishes
+    if args.keep:
+        shutil.copy(dumps[-1], Path(args.keep) / f"callgrind.out.{args.tree}")
+    return f"{int(summary[1]) / args.publishes:,.0f} instructions per publish"
+
+
+def opcodes(out: Path, args: argparse.Namespace) -> str:
+    """The opcode counter's totals per publish; by function in `--keep`'s directory."""
+    rows = json.loads(out.read_text())
+    n = args.publishes
+    if args.keep:
+        rows.sort(key=lambda row: -row[2])
+        lines = [
+            f"{ops / n:.2f}\t{calls / n:.2f}\t{file}\t{name}" for file, name, ops, calls in rows
+        ]
+        (Path(args.keep) / f"opcodes.{args.tree}.tsv").write_text("\n".join(lines) + "\n")
+    ops, calls = sum(row[2] for row in rows) / n, sum(row[3] for row in rows) / n
+    return f"{ops:,.1f} Python opcodes and {calls:,.1f} Python calls per publish"
 
 
 async def held(port: int, pid: int, out: Path, n: int) -> float:
@@ -183,10 +243,14 @@ async def held(port: int, pid: int, out: Path, n: int) -> float:
 
 
 def measure(tree: Path, args: argparse.Namespace, redis: str | None) -> str:
-    out = Path(args.dir) / f"held.{tree.name}"
-    flags = ["--max-flush-delay", "0", *(["--redis", redis] if redis else [])]
+    out = Path(args.dir) / f"out.{tree.name}"
+    for stale in out.parent.glob(f"{out.name}*"):  # the same tree's earlier run
+        stale.unlink()
+    flags = ["--max-flush-delay", "0", *QUIET, *(["--redis", redis] if redis else [])]
     if args.held:
         server = Measured(flags, tree, [], {"COST_OUT": str(out), "COST_HELD": "1"})
+    elif args.opcodes:
+        server = Measured(flags, tree, [], {"COST_OUT": str(out), "COST_OPCODES": "1"})
     else:
         valgrind = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={args.dir}/cg.%p"]
         server = Measured(flags, tree, valgrind, {"COST_OUT": str(out)})
@@ -195,10 +259,11 @@ def measure(tree: Path, args: argparse.Namespace, redis: str | None) -> str:
         if args.held:
             value = asyncio.run(held(server.port, server.proc.pid, out, args.held))
             return f"{tree}: {value:,.1f} Python bytes per held long-poll ({args.held:,} held)"
-        value = asyncio.run(fan_out(server.port, server.proc.pid, args))
+        args.tree = tree.name
+        counted = asyncio.run(fan_out(server.port, server.proc.pid, args, out))
         return (
-            f"{tree}: {value:,.0f} instructions per publish ({args.subscribers} "
-            f"{args.transport} subscribers, {'Redis' if redis else 'memory broker'})"
+            f"{tree}: {counted} ({args.subscribers} {args.transport} subscribers, "
+            f"{'Redis' if redis else 'memory broker'})"
         )
 
 
@@ -210,18 +275,24 @@ def main() -> None:
     parser.add_argument("--transport", choices=("sse", "stream"), default="sse")
     parser.add_argument("--redis", action="store_true")
     parser.add_argument("--held", type=int, default=0, help="count memory per held long-poll")
+    parser.add_argument("--opcodes", action="store_true", help="count Python opcodes instead")
+    parser.add_argument("--keep", type=Path, help="keep each tree's callgrind count here")
     args = parser.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the held long-polls' sockets
+    if args.keep:
+        args.keep = args.keep.resolve()
+        args.keep.mkdir(parents=True, exist_ok=True)
+    trees = [tree.resolve() for tree in args.trees]  # `.` is this checkout, not the cwd below
     os.chdir(tempfile.gettempdir())  # each server imports the tree its PYTHONPATH names
     with tempfile.TemporaryDirectory() as scratch:
         args.dir = scratch
         redis = RedisServer().start() if args.redis else None
         try:
-            for tree in args.trees:
+            for tree in trees:
                 if redis is not None:
                     redis.client().flushall()
-                print(measure(tree.resolve(), args, redis.url if redis else None), flush=True)
+                print(measure(tree, args, redis.url if redis else None), flush=True)
         finally:
             if redis is not None:
                 redis.stop()

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Single Redis, before against after, interleaved: experiment 8 and experiment 9's two-worker
-# long-poll rows (the bench's tuned client), ROUNDS rounds (the order swapped every other round),
+# long-poll rows (the bench's tuned client), or the EXPERIMENTS named, ROUNDS rounds (the order swapped every other round),
 # each server run on a flushed Redis. Run it inside a quiet window; it prints `uptime` before each run.
 #
 #   git worktree add --detach ../before 347af53
 #   scripts/redis_rounds.sh ../before 3 > rounds.log
+#   scripts/redis_rounds.sh ../before 3 8 > rounds.log    # experiment 8 alone
 #
 # BEFORE is a checkout of the older tree; both trees run with this checkout's .venv (the older
 # one through PYTHONPATH), and experiment 9's client is always this checkout's bench.
 set -euo pipefail
-before=$(cd "${1:?usage: redis_rounds.sh BEFORE-TREE [ROUNDS]}" && pwd)
+before=$(cd "${1:?usage: redis_rounds.sh BEFORE-TREE [ROUNDS [EXPERIMENTS]]}" && pwd)
 rounds=${2:-3}
+experiments=${3:-8 9}
 here=$(cd "$(dirname "$0")/.." && pwd)
 py=$here/.venv/bin/python
 ulimit -n 20000
@@ -59,15 +61,12 @@ exp9() {  # TREE-NAME TREE: a --workers 2 server of that tree, this checkout's b
 
 for round in $(seq "$rounds"); do
     if [ $((round % 2)) -eq 1 ]; then order="before after"; else order="after before"; fi
-    for which in $order; do
-        tree=$here
-        [ "$which" = before ] && tree=$before
-        exp8 "$which (round $round)" "$tree"
-    done
-    for which in $order; do
-        tree=$here
-        [ "$which" = before ] && tree=$before
-        exp9 "$which (round $round)" "$tree"
+    for experiment in $experiments; do
+        for which in $order; do
+            tree=$here
+            [ "$which" = before ] && tree=$before
+            "exp$experiment" "$which (round $round)" "$tree"
+        done
     done
 done
 echo "== end, $(date -u +%T), $(uptime)"

@@ -183,12 +183,15 @@ class ChannelHistory:
             heads += head
         index.frombytes(ENTRY(buffer.base + len(heads), ts, message.seq))
         tally = self.tally
-        tally.bytes += len(head)
-        tally.messages += 1
         self.last_id = message.id
         start = buffer.start
         excess = len(index) // STRIDE - start - size
         cutoff = ts - ttl
+        if excess == 1 and not buffer.large and index[start * STRIDE + STRIDE + 1] >= cutoff:
+            tally.bytes += len(head) - buffer.drop(1)  # a full history's usual append: one out
+            return
+        tally.bytes += len(head)
+        tally.messages += 1
         if excess > 0 or index[start * STRIDE + 1] < cutoff:  # usually stops here, or drops one
             if excess < 0:
                 excess = 0

@@ -75,6 +75,13 @@ class Message:
         head = self.head
         return head[head.index(DATA_KEY) + len(DATA_KEY) : -len(CURSOR_KEY)]
 
+    def receipt(self, subscribers: int) -> bytes:
+        """What its publisher is told (`{"channel", "id", "ts", "subscribers"}` as JSON): the
+        envelope's start up to its data, shared with what a history keeps (a channel's name
+        has no quote, so the first `,"data":` is the key)."""
+        head = self.head
+        return head[: head.index(DATA_KEY)] + b',"subscribers":%d}' % subscribers
+
     def body(self, cursor: bytes) -> bytes:
         """The envelope, carrying the subscription's cursor after this message."""
         head = self._head

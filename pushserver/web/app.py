@@ -119,8 +119,11 @@ async def _every(seconds: float, action: Callable[[], object]) -> None:
 
 def _hand_back(state: ServerState) -> None:
     """Memory the channels swept since the last call held, given back: the names cached
-    requests keep first (`forget_cursors`), then the C allocator's free pages (`Trimmer`)."""
+    requests keep first (`forget_cursors`), what a flood left once it is over (a full
+    collection, `GcMonitor.drained`), then the C allocator's free pages (`Trimmer`)."""
     forget_cursors()
+    hub = state.hub
+    state.gc.drained(len(hub.channels) + len(hub.broker.history))
     state.trimmer.check()
 
 

@@ -4,8 +4,6 @@ touches HTTP."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from ..config import Settings
@@ -54,15 +52,6 @@ def encode_data(body: bytes, as_json: bool) -> bytes:
         raise InvalidInput("bad_utf8", "body is not valid UTF-8 text") from None
 
 
-def _result(message: Message, subscribers: int) -> dict[str, Any]:
-    return {
-        "channel": message.channel,
-        "id": message.id,
-        "ts": round(message.ts, 6),
-        "subscribers": subscribers,
-    }
-
-
 def one_item(channel: str, body: bytes, key: str | None, as_json: bool) -> list[Item]:
     """`POST /pub/{channel}`'s message once its body is read (`channel` already checked)."""
     key = check_key(key, "Idempotency-Key")
@@ -104,11 +93,11 @@ def batch_items(body: bytes, settings: Settings, header_key: str | None) -> list
 
 
 def created(published: list[tuple[Message, int]], batch: bool) -> bytes:
-    """The 201 body: one result for `POST /pub/{channel}`, a list of them for `POST /pub`."""
+    """The 201 body: one receipt for `POST /pub/{channel}`, a list of them for `POST /pub`."""
     if batch:
-        return orjson.dumps([_result(m, n) for m, n in published])
+        return b"[%b]" % b",".join([m.receipt(n) for m, n in published])
     [(message, subscribers)] = published
-    return orjson.dumps(_result(message, subscribers))
+    return message.receipt(subscribers)
 
 
 async def publish(state: ServerState, items: list[Item], batch: bool) -> bytes:

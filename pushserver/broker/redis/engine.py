@@ -22,6 +22,7 @@ from ...core.broker import ChannelInfo, Item
 from ...core.errors import Unavailable, broker_down, outcome_unknown
 from ...core.messages import Message
 from ...core.positions import Position
+from .coalesce import Coalescer
 from .following import Following, Listen, behind
 from .link import DOWN_ERRORS, Link
 from .pipe import Script
@@ -65,6 +66,7 @@ class Engine(Following):
         self.replicas = settings.wait_replicas
         self.most_replicas = 0
         """The most replicas any primary has reported to this node (`observe`)."""
+        self._trust = self._trusting()
         self.lineages: dict[str, str] = {}
         """Each primary's `master_replid` (8 hex digits), by shard name (`observe`)."""
         self.warnings: list[str] = []
@@ -93,7 +95,12 @@ class Engine(Following):
         see LINEAGE_LUA) when every publish waited for every replica (`WAIT`), so whichever
         replica is promoted holds all that anyone saw. With fewer (two replicas, `WAIT 1`), the
         one that answered may not be the one promoted, or may follow a demoted master that goes
-        on taking writes: a failover then ends the epoch of each channel it touches."""
+        on taking writes: a failover then ends the epoch of each channel it touches.
+
+        Asked on every publish, so worked out only when the replica count moves (`observe`)."""
+        return self._trust
+
+    def _trusting(self) -> str:
         return "*" if covers_every_replica(self.replicas, self.most_replicas) else ""
 
     async def observe(self, shard: Shard) -> None:
@@ -102,6 +109,7 @@ class Engine(Following):
         if replicas <= self.most_replicas:
             return
         self.most_replicas = replicas
+        self._trust = self._trusting()
         if self.replicas < replicas:
             text = (
                 f"--redis-replicas {self.replicas} is below the {replicas} replicas a Redis "
@@ -173,14 +181,25 @@ class Engine(Following):
             for n, item in enumerate(items):
                 groups.setdefault(self._target(item[0]), []).append(n)
             target = next(iter(groups)) if len(groups) == 1 else None
-        if target is not None:  # one Redis, or one slot: no task per publish
+        if target is not None:  # one slot: no task per publish
             shard, slot = target
-            try:
-                assigned = await shard.publishing(slot).submit(items)
-            except Exception as exc:
-                raise self._unpublished([(shard, exc)]) from None
-        else:
-            assigned = await self._spread(items, groups)
+            return await self._submitted(shard, shard.publishing(slot), items)
+        return self._kept(items, await self._spread(items, groups))
+
+    async def _submitted(
+        self, shard: Shard, publishing: Coalescer[Item, Any], items: Sequence[Item]
+    ) -> list[Message]:
+        """`items`, all to one slot of `shard`, published through its `publishing`."""
+        if not shard.link.up:
+            raise _down()
+        try:
+            assigned = await publishing.submit(items)
+        except Exception as exc:
+            raise self._unpublished([(shard, exc)]) from None
+        return self._kept(items, assigned)
+
+    def _kept(self, items: Sequence[Item], assigned: Sequence[Any]) -> list[Message]:
+        """The messages Redis assigned ids to, each offered to its channel's history here."""
         out = []
         for (name, data, _), (epoch, id_, ts, repeat) in zip(items, assigned, strict=True):
             message = Message(name, epoch.decode(), int(id_), float(ts), data)
@@ -254,8 +273,9 @@ class Engine(Following):
             if not all(r.shard is not None and r.shard.link.connected for r in stale):
                 raise _down()
             try:
-                await self._confirmed(stale)
-                await self._refresh(stale)
+                with self.waited(records):
+                    await self._confirmed(stale)
+                    await self._refresh(stale)
             except DOWN_ERRORS:
                 raise _down() from None  # the shard's link is lost already (`_read`)
             except RedisError as exc:

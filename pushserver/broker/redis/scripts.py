@@ -228,7 +228,8 @@ end
 # channels first appear, so a call's messages reach every node together (`notification`).
 # NOTIFY: the command that sends them (PUBLISH, or SPUBLISH in a cluster); when empty they come
 # back instead, for the caller to send once replicas hold the call (`WAIT`). TOPIC: the Lua of
-# a channel's notification topic (`Keys.lua_topic`). Reply: {results, {topic, payload, ...}}.
+# a channel's notification topic (`Keys.lua_topic`). Reply: the results, and when NOTIFY is
+# empty {results, {topic, payload, ...}} (a reply of one level less to read on every publish).
 PUBLISH_LUA_TEMPLATE = """
 local out, notes, order, pubs = {}, {}, {}, {}
 local starts, forgotten, kept = KEYS[#KEYS - 1], KEYS[#KEYS], tonumber(ARGV[7])
@@ -274,7 +275,10 @@ for _, name in ipairs(order) do
     redis.call('NOTIFY', topic, payload)
   end
 end
-return {out, pubs}
+if 'NOTIFY' == '' then
+  return {out, pubs}
+end
+return out
 """
 
 

@@ -169,20 +169,26 @@ class Shard:
             args += (name, data, key or "")
         names += shared  # the call's items share one slot, so they share its keys
         try:
-            assigned, notes = await self.writer.script(plan.publish, names, args)
-            if plan.replicas:
-                self._held(await self.writer.call("WAIT", plan.replicas, WAIT_TIMEOUT_MS))
+            reply = await self.writer.script(plan.publish, names, args)
         except REDIRECTS as exc:
-            assigned, notes = await self._redirected(exc, names, args)
-        if plan.replicas:
-            await asyncio.gather(
-                *(self._notify(t, p) for t, p in zip(notes[::2], notes[1::2], strict=True))
-            )
+            reply = await self._redirected(exc, names, args)
+            return reply if not plan.replicas else await self._notified(*reply)
+        if not plan.replicas:
+            return reply  # notified by the script itself
+        self._held(await self.writer.call("WAIT", plan.replicas, WAIT_TIMEOUT_MS))
+        return await self._notified(*reply)
+
+    async def _notified(self, assigned: list[Any], notes: list[Arg]) -> list[Any]:
+        """`assigned`, once the notifications of its call are sent (after `WAIT`)."""
+        await asyncio.gather(
+            *(self._notify(t, p) for t, p in zip(notes[::2], notes[1::2], strict=True))
+        )
         return list(assigned)
 
     async def _redirected(self, exc: RedisError, names: list[str], args: list[Any]) -> Any:
         """The publish script's reply after a cluster redirected it (a migration: see
-        `redirect`), once replicas hold it, following redirects for `redirect.DEADLINE`."""
+        `redirect`), once replicas hold it (`WAIT` sent with it), following redirects for
+        `redirect.DEADLINE`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + redirect.DEADLINE
         while True:

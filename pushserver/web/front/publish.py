@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ...core.broker import Item
 from ...core.errors import PushError
-from ...core.names import parse_channel
+from ...core.names import is_channel, parse_channel
 from .. import limits, publishing
 from ..errors import ACCEPT_ENCODING, UnsupportedEncoding
 from ..http import answer
@@ -55,6 +55,11 @@ class Plan:
     """The body's content coding (`http.body.CODINGS`), None for none."""
     expect: bool
     """Whether the client waits for `100 Continue` before it sends the body."""
+    channel: str | None
+    """The channel a `POST /pub/{channel}` names ("" for a batch), checked once per head: None
+    when the name is not one (refused, after the rules, where a request would be)."""
+    key: str | None
+    """The `Idempotency-Key` value, as sent (checked per publish, after the body is read)."""
 
     def again(self, conn: Exchange, value: str) -> Awaitable[None] | None:
         """Serve a repeat of this head: `value` is its `Content-Length` (empty: the very same
@@ -82,6 +87,8 @@ def plan(head: RequestHead, settings: Settings) -> Plan:
         _aiohttp_text(headers.get("authorization")),
         coding,
         "expect" in headers and head.version == "1.1",
+        "" if batch else _channel(head),
+        headers.get("idempotency-key"),
     )
 
 
@@ -108,7 +115,9 @@ def serve(conn: Exchange, plan: Plan, length: int) -> Awaitable[None] | None:
     body = conn.body(length, plan.limit, plan.coding)
     try:
         publishing.admit(state, conn.remote(head), plan.authorization)
-        channel = "" if plan.batch else parse_channel(head.path[len(ONE) :])
+        channel = plan.channel
+        if channel is None:
+            channel = parse_channel(_named(head))  # raises: the name is not a channel's
         if isinstance(body, Body):
             rest = conn.read_rest(body, plan.expect)
             if rest is not None:
@@ -157,10 +166,9 @@ async def _publish_later(conn: Exchange, plan: Plan, items: list[Item]) -> None:
 
 def _items(conn: Exchange, plan: Plan, channel: str, data: bytes) -> list[Item]:
     """The messages of a publish whose body is `data` (`channel` empty for a batch)."""
-    key = plan.head.headers.get("idempotency-key")
     if plan.batch:
-        return publishing.batch_items(data, conn.state.settings, key)
-    return publishing.one_item(channel, data, key, plan.as_json)
+        return publishing.batch_items(data, conn.state.settings, plan.key)
+    return publishing.one_item(channel, data, plan.key, plan.as_json)
 
 
 def _refused(conn: Exchange, head: RequestHead, body: bytes | Body, exc: PushError) -> None:
@@ -180,6 +188,17 @@ def _aiohttp_text(value: str | None) -> str | None:
     if value is None or value.isascii():
         return value
     return value.encode("latin-1").decode("utf-8", "surrogateescape")
+
+
+def _named(head: RequestHead) -> str:
+    """The channel name a `POST /pub/{channel}`'s path gives, unchecked."""
+    return head.path[len(ONE) :]
+
+
+def _channel(head: RequestHead) -> str | None:
+    """The channel a `POST /pub/{channel}` names, None when the name is not one."""
+    name = _named(head)
+    return name if is_channel(name) else None
 
 
 def _media_type(head: RequestHead) -> str:

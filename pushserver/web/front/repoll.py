@@ -83,13 +83,15 @@ class Kept(Protocol):
 
 
 class Repeat:
-    __slots__ = ("awaited", "escapes", "expected", "parsed", "prefix", "room", "suffix")
+    __slots__ = ("awaited", "escapes", "expected", "fixed", "parsed", "prefix", "room", "suffix")
 
     def __init__(
         self, prefix: bytes, suffix: bytes, parsed: Again, room: int, escapes: Escapes
     ) -> None:
         self.prefix = prefix
         self.suffix = suffix
+        self.fixed = len(prefix) + len(suffix)
+        """The bytes of this head but its value."""
         self.parsed = parsed
         self.room = room
         """Longest value as sent within `--max-line-size` (a longer one is parsed, and refused)."""
@@ -101,14 +103,12 @@ class Repeat:
 
     def sent(self, raw: bytes) -> bytes | None:
         """The value as sent in `raw` (a whole head) when it is this head but for that value."""
+        size = len(raw) - self.fixed
         prefix, suffix = self.prefix, self.suffix
-        if (
-            not 0 <= len(raw) - len(prefix) - len(suffix) <= self.room
-            or not raw.startswith(prefix)
-            or not raw.endswith(suffix)
-        ):
+        if not 0 <= size <= self.room or not raw.startswith(prefix) or not raw.endswith(suffix):
             return None
-        return raw[len(prefix) : len(raw) - len(suffix)]
+        start = len(prefix)
+        return raw[start : start + size]
 
     def value(self, raw: bytes) -> str | None:
         """The value in `raw` (a whole head) when it is this head but for that value."""
@@ -328,7 +328,7 @@ class Repolls(Base):
         value = repeat.value(raw)
         if value is None:
             return False
-        if len(raw) - len(repeat.prefix) - len(repeat.suffix) != len(value):  # sent escaped
+        if len(raw) - repeat.fixed != len(value):  # sent escaped
             repeat = self.repeat = self.front.repeats.respelled(repeat, raw, value)
         self._start(rest, repeat.parsed.head, repeat.parsed.again, value)
         return True

@@ -100,6 +100,32 @@ async def pipelined() -> None:
         writer.close()
 
 
+async def refused_by_plan() -> None:
+    """A head whose channel name or idempotency key is refused is refused again each time it is
+    repeated (served from the plan made of it, bodies of other lengths), after the rules as a
+    parsed head is, and the connection goes on."""
+    async with in_process() as (state, _, port):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        bad_key = "Idempotency-Key: has space\r\n"
+        writer.write(
+            b"".join(publish("/pub/no!", b'"%d"' % (10**n)) for n in range(3))
+            + b"".join(publish("/pub/kk", b'"%d"' % (10**n), bad_key) for n in range(3))
+            + publish("/pub/kk", b'"fine"')
+        )
+        for _ in range(3):
+            assert (await refused(reader, b"400"))[1] == "bad_channel"
+        for _ in range(3):
+            assert (await refused(reader, b"400"))[1] == "bad_idempotency_key"
+        assert await created(reader) == {
+            "channel": "kk",
+            "id": 1,
+            "ts": pytest.approx(time.time(), abs=60),
+            "subscribers": 0,
+        }
+        assert kept_data(state, "kk") == [b'"fine"']
+        writer.close()
+
+
 async def cut_and_slow() -> None:
     """A body cut mid-way or stalled publishes nothing, even when what came is valid JSON."""
     async with in_process(request_timeout=0.3) as (state, _, port):
@@ -428,6 +454,7 @@ async def cors_and_log() -> None:
     "run",
     [
         pipelined,
+        refused_by_plan,
         cut_and_slow,
         chunked_and_continue,
         compressed,
@@ -440,6 +467,7 @@ async def cors_and_log() -> None:
     ],
     ids=[
         "pipelined",
+        "refused-by-plan",
         "cut",
         "chunked",
         "compressed",

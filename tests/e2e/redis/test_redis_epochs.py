@@ -81,7 +81,7 @@ def start_epoch(admin: redis.Redis, name: str, kept: int) -> str:
         scripts.FORGOTTEN_KEY,
     )
     args = ("c0ffee0001", 10, 60_000, META_MS, "1.5", "t:", kept, "", name, "x", "")
-    [(epoch, *_)], _ = admin.eval(scripts.PUBLISH_LUA, len(keys), *keys, *args)
+    [(epoch, *_)] = admin.eval(scripts.PUBLISH_LUA, len(keys), *keys, *args)
     return epoch.decode()
 
 

@@ -26,7 +26,7 @@ class Recorder:
     async def script(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
         self.calls.append(list(keys))
         items = (len(args) - 8) // 3
-        return [[b"e", n + 1, b"1.0", 0] for n in range(items)], []
+        return [[b"e", n + 1, b"1.0", 0] for n in range(items)]  # the script notified
 
     async def call(self, *command: Arg) -> Any:
         raise AssertionError("no replicas asked: nothing but the script is sent")

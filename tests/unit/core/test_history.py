@@ -73,6 +73,18 @@ def test_the_size_keeps_the_newest_and_the_buffer_compacts_as_it_goes():
     assert histories["news"].first == 195
 
 
+def test_a_full_history_drops_by_size_and_by_age_and_counts_what_it_holds():
+    histories = Histories(3, 10.0, GENERATION)
+    for n in range(1, 5):
+        histories.append(message(n))  # ts 1001 .. 1004: the fourth pushes the first out
+    assert ids(histories) == [2, 3, 4]
+    heads = [len(message(n).head) for n in (2, 3, 4)]
+    assert (histories.tally.bytes, histories.tally.messages) == (sum(heads), 3)
+    histories.append(message(5, ts=1015.0))  # full, and the others older than the TTL
+    assert ids(histories) == [5]
+    assert (histories.tally.bytes, histories.tally.messages) == (len(message(5).head), 1)
+
+
 def test_a_message_older_than_the_ttl_goes_when_the_next_comes():
     histories = Histories(10, 2.5, GENERATION)
     for n in range(1, 6):

@@ -18,7 +18,8 @@ def one_date(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("keep_alive", [True, False])
 @pytest.mark.parametrize("status", [200, 201])
 def test_whole_is_head_and_body(version: str, keep_alive: bool, status: int) -> None:
-    headers = (answer.JSON, ("X-Rate", "100%d%s"))  # a `%` in a value is not a placeholder
+    # A `%` in a value is not a placeholder; a value's Latin-1 character is sent as its byte.
+    headers = (answer.JSON, ("X-Rate", "100%d%s"), ("X-Name", "caf\xe9"))
     for body in (b"", b'{"id":1}', b"x" * 70000):
         expected = answer.head(status, headers, version, keep_alive, len(body)) + body
         assert answer.whole(status, headers, version, keep_alive, body) == expected
