@@ -48,13 +48,17 @@ class Listen:
 
     __slots__ = ("confirmed", "name", "order", "shard", "topic", "touched", "waiting")
 
-    def __init__(self, order: Sequencer, topic: bytes, shard: Shard | None) -> None:
+    def __init__(
+        self, order: Sequencer, topic: bytes, shard: Shard | None, confirmed: asyncio.Future[None]
+    ) -> None:
         self.name = order.name
         self.order = order
         self.topic = topic
         self.shard = shard
         """Where the channel is subscribed; None while no reachable primary holds it."""
-        self.confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.confirmed = confirmed
+        """Its SUBSCRIBE's confirmation; once confirmed, the engine's one done future
+        (`Following.confirmed`), so a followed channel keeps no future of its own."""
         self.touched = 0.0
         """When its last subscriber left or it was last asked for (`Following.idle`)."""
         self.waiting = 0
@@ -96,6 +100,8 @@ class Following(Reporting):
         and comes back when that subscriber's release touches it."""
         self._looking: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
+        self.confirmed: asyncio.Future[None] = self._loop.create_future()
+        self.confirmed.set_result(None)
         self._background: set[asyncio.Task[None]] = set()
         self.history = Histories(settings.history_size, settings.history_ttl, unstarted(""))
         """The histories of the channels followed here; `history.unstarted` is the unstarted
@@ -135,12 +141,14 @@ class Following(Reporting):
         rec = self.records.get(name)
         if rec is None:
             shard = self.shard_of(name)
-            rec = Listen(Sequencer(name, self.history, self.sink), self.keys.topic(name), shard)
+            topic = self.keys.topic(name)
             if shard is None:
-                fail(rec.confirmed)
+                confirmed = self._loop.create_future()
+                fail(confirmed)
             else:
-                rec.confirmed = shard.subscribe(rec.topic)
-            self.records[name] = self.by_topic[rec.topic] = rec
+                confirmed = shard.subscribe(topic)
+            rec = Listen(Sequencer(name, self.history, self.sink), topic, shard, confirmed)
+            self.records[name] = self.by_topic[topic] = rec
         elif _failed(rec.confirmed) and rec.shard is not None and rec.shard.link.connected:
             rec.confirmed = rec.shard.subscribe(rec.topic)  # a failed SUBSCRIBE is tried again
         self._touch(rec)
@@ -194,6 +202,7 @@ class Following(Reporting):
         rec = self.by_topic.get(topic)
         if rec is not None and not rec.confirmed.done():
             rec.confirmed.set_result(None)
+            rec.confirmed = self.confirmed  # its waiters hold the one they wait on
 
     def _touch(self, rec: Listen) -> None:
         self._queue(rec, self._loop.time())
