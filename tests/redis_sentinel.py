@@ -89,6 +89,8 @@ class SentinelSet:
         sentinel knows it."""
         self.replicas = [RedisServer((*REPLICATION, *p)) for p in priority]
         self.sentinels: list[SentinelServer] = []
+        self.seen = ""
+        """What last kept a `wait` from being done."""
 
     @property
     def url(self) -> str:
@@ -124,23 +126,35 @@ class SentinelSet:
             with replica.client() as client:
                 info = client.info("replication")
             if info["role"] != "slave" or info["master_port"] != self.master.port:
-                return False
+                return self._saw(f"{replica.port} is {info['role']}, not {self.master.port}'s")
             if info["master_link_status"] != "up":
-                return False
+                return self._saw(f"{replica.port}'s link to {self.master.port} is down")
         return True
 
     def _watching(self) -> bool:
         for sentinel in self.sentinels:
-            if sentinel.master_port_now() != self.master.port:
-                return False
-            if len(sentinel.call("SENTINEL", "REPLICAS", MASTER_NAME)) != len(self.replicas):
-                return False
-            if len(sentinel.call("SENTINEL", "SENTINELS", MASTER_NAME)) != 2:
-                return False
+            named = sentinel.master_port_now()
+            if named != self.master.port:
+                return self._saw(f"sentinel {sentinel.port} names {named}, not {self.master.port}")
+            replicas = sentinel.call("SENTINEL", "REPLICAS", MASTER_NAME)
+            if len(replicas) != len(self.replicas):
+                return self._saw(f"sentinel {sentinel.port} knows replicas {replicas}")
+            others = len(sentinel.call("SENTINEL", "SENTINELS", MASTER_NAME))
+            if others != 2:
+                return self._saw(f"sentinel {sentinel.port} knows {others} other sentinels")
         return self._replicating()
 
+    def _saw(self, what: str) -> bool:
+        self.seen = what
+        return False
+
     def wait(self, done: Callable[[], bool], what: str) -> None:
-        poll(done, what, SETTLE)
+        """`poll` for `done`; failing, with the last thing that kept it false."""
+        self.seen = ""
+        try:
+            poll(done, what, SETTLE)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; last seen: {self.seen or 'an error'}") from None
 
     def _successor(self, old: RedisServer) -> RedisServer | None:
         """The replica every live sentinel names as master instead of `old`, once it says it

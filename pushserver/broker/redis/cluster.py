@@ -75,6 +75,11 @@ class ClusterBroker(Engine):
     def shards(self) -> list[Shard]:
         return list(self.by_node.values())
 
+    def node(self, name: str) -> Shard | None:
+        """The primary a redirect names; the map that sent the command there is read again."""
+        self._changed.set()
+        return self.by_node.get(name)
+
     def shard_of(self, name: str) -> Shard | None:
         try:
             node = self.cluster.get_node_from_key(self.keys.channel(name)[0])
@@ -101,8 +106,10 @@ class ClusterBroker(Engine):
         log.debug("Redis Cluster redirected or refused a command: %r", exc)
         self._changed.set()
 
-    def _moved(self, topic: bytes) -> None:
-        if topic in self.by_topic:  # not the answer to our own UNSUBSCRIBE of a dropped channel
+    def _moved(self, shard: Shard, slot: int, topic: bytes | None) -> None:
+        """Read the slot map again when a primary dropped or refused a channel followed there
+        (not for the answer to our own SUNSUBSCRIBE): `rehome` then subscribes it again."""
+        if self.dropped(shard, slot, topic):
             self._changed.set()
 
     async def generation(self, shard: Shard) -> str:

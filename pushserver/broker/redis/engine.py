@@ -83,7 +83,12 @@ class Engine(Following):
             int(max(2 * settings.history_ttl, META_TTL_MIN) * 1000),
             NAMES_KEPT,
             self.trusted,
+            self.node,
         )
+
+    def node(self, name: str) -> Shard | None:
+        """The shard on the primary `name` (host:port) that a cluster redirects to (`cluster`)."""
+        return None
 
     def trusted(self) -> str:
         """Lineages the scripts trust besides their own: a promoted replica's predecessor (`*`,
@@ -130,7 +135,7 @@ class Engine(Following):
     def make_shard(self, name: str, client: Redis, writer: Writer, url: str) -> Shard:
         """A shard whose link reports here; started by the caller (`shard.link.start()`)."""
         holder: list[Shard] = []
-        moved = self._moved if self.sharded else None
+        moved = (lambda slot, topic: self._moved(holder[0], slot, topic)) if self.sharded else None
         link = Link(
             client,
             url,
@@ -158,8 +163,8 @@ class Engine(Following):
         for shard in self.shards:
             await shard.close(closed)
 
-    def _moved(self, topic: bytes) -> None:
-        """A cluster primary unsubscribed a topic itself: its slot moved (`cluster`)."""
+    def _moved(self, shard: Shard, slot: int, topic: bytes | None) -> None:
+        """A cluster primary dropped a topic itself, or refused one in `slot` (`cluster`)."""
 
     # -- publishing ---------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from typing import Any
 
+from redis.crc import key_slot
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -334,16 +335,38 @@ class Following(Reporting):
             raise
         await self._refresh([rec for rec, _ in lost])
 
+    def dropped(self, shard: Shard, slot: int, topic: bytes | None) -> bool:
+        """`shard` no longer sends this node `topic` (a `sunsubscribe` it pushed: the topic's
+        slot left it, or was assigned to it again, which drops its subscribers too), or refused
+        to subscribe to a topic in `slot` (MOVED). Those channels count as unsubscribed, so the
+        next `rehome` subscribes them again where the slot map says, on `shard` itself if the
+        slot is still there, and reads what they missed. Whether any channel was."""
+        if topic is not None:
+            rec = self.by_topic.get(topic)
+            hit = [] if rec is None or rec.shard is not shard else [rec]
+        else:
+            hit = [
+                r for r in self.records.values() if r.shard is shard and key_slot(r.topic) == slot
+            ]
+        for rec in hit:
+            if rec.confirmed.done():
+                rec.confirmed = self._loop.create_future()
+            fail(rec.confirmed)
+        return bool(hit)
+
     def rehome(self) -> None:
-        """Move every channel whose shard changed (a failover, a migrated slot): subscribe on
-        its new shard, then read it there, so what was published in between is delivered."""
+        """Move every channel whose shard changed (a failover, a migrated slot), and subscribe
+        again every channel its shard dropped (`dropped`): subscribe on its shard, then read it
+        there, so what was published in between is delivered."""
         for rec in list(self.records.values()):
             owner = self.shard_of(rec.name)
-            if owner is rec.shard:
+            if owner is rec.shard and not (
+                owner is not None and owner.link.up and _failed(rec.confirmed)
+            ):
                 continue
             old, rec.shard = rec.shard, owner
             log.debug("channel %s moved to %s", rec.name, owner and owner.name)
-            if old is not None:
+            if old is not None and old is not owner:
                 old.link.send("UNSUBSCRIBE", rec.topic)
             if owner is None:
                 fail(rec.confirmed)

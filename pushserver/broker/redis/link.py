@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 from redis.crc import key_slot
+from redis.exceptions import AskError, RedisError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from ...redis_urls import redacted
@@ -36,13 +36,32 @@ SHARDED = {"SUBSCRIBE": "SSUBSCRIBE", "UNSUBSCRIBE": "SUNSUBSCRIBE"}
 """A cluster's commands: sharded pub/sub, served by the primary of the topic's slot."""
 
 
+async def bounded(closing: Awaitable[object]) -> None:
+    """Await `closing` for `CLOSE_TIMEOUT` at most, then leave it cancelled; what it raised is
+    dropped (a close reports nothing anyone acts on). Not `wait_for`: past its timeout that
+    waits for the cancelled task to end, and one that does not end held it for good."""
+    task = asyncio.ensure_future(closing)
+    task.add_done_callback(_dropped)
+    try:
+        await asyncio.wait({task}, timeout=CLOSE_TIMEOUT)
+    finally:
+        task.cancel()
+
+
+def _dropped(task: asyncio.Future[object]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 class Link:
     """Keeps one pub/sub connection to Redis up, logging once per outage.
 
     `resync` runs after every (re)connect, before the link counts as up: the engine subscribes
     again and reads what it missed. `lost` runs whenever the connection goes. A `sharded` link
-    (a cluster's primary) uses SSUBSCRIBE, one slot per command, and hands a `sunsubscribe` to
-    `moved`: the server sends one unasked when the topic's slot leaves it.
+    (a cluster's primary) uses SSUBSCRIBE, one slot per command, and hands `moved` the slot and
+    topic of a `sunsubscribe` (the server sends one unasked when the topic's slot leaves it, or
+    is assigned to it again), and the slot of a MOVED answer to SSUBSCRIBE or SUNSUBSCRIBE (the
+    slot left it before this node knew): the connection stays, its other topics unharmed.
     """
 
     def __init__(
@@ -53,7 +72,7 @@ class Link:
         on_subscribed: Callable[[bytes], None],
         resync: Callable[[], Awaitable[int]],
         lost: Callable[[], None],
-        moved: Callable[[bytes], None] | None = None,
+        moved: Callable[[int, bytes | None], None] | None = None,
     ) -> None:
         self.client = client
         self.url = redacted(url)
@@ -87,8 +106,7 @@ class Link:
         self.closing = True  # the client may turn a cancellation into a connection error
         if self._monitor is not None:
             self._monitor.cancel()
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(self._monitor, CLOSE_TIMEOUT)
+            await bounded(self._monitor)
         await self._teardown()
 
     def send(self, command: str, topic: bytes) -> bool:
@@ -174,17 +192,21 @@ class Link:
         for task in io:
             task.cancel()
         for task in io:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await bounded(task)
         pubsub, self._pubsub, self._queue = self._pubsub, None, None
         if pubsub is not None:
-            with contextlib.suppress(RedisError, OSError, TimeoutError):
-                await asyncio.wait_for(pubsub.aclose(), CLOSE_TIMEOUT)
+            await bounded(pubsub.aclose())
 
     async def _read(self, pubsub: PubSub) -> None:
         try:
             while True:
-                response = await pubsub.parse_response(block=True)
+                try:
+                    response = await pubsub.parse_response(block=True)
+                except AskError as exc:  # MOVED too
+                    if self._moved is None:
+                        raise
+                    response = None
+                    self._moved(exc.slot_id, None)
                 self._last_read = self._loop.time()
                 if not isinstance(response, list):
                     continue
@@ -195,7 +217,7 @@ class Link:
                     self.confirmed += 1
                     self._on_subscribed(response[1])
                 elif kind == b"sunsubscribe" and self._moved is not None:
-                    self._moved(response[1])
+                    self._moved(key_slot(response[1]), response[1])
         except (RedisError, OSError, RuntimeError) as exc:
             self.lose(exc)
 

@@ -105,8 +105,8 @@ class SentinelBroker(Engine):
         url = f"redis://{host}:{port}/{self.target.db}"
         self.shard = self.open_node(url, f"{host}:{port}", **self.credentials)
         self.rehome()
-        if old is not None:
-            await old.close(closed)
+        if old is not None:  # closing may hang (redis-py #3941): not on the way to the new master
+            self.spawn(old.close(closed))
         await self.shard.link.start()
 
     async def _listen_to(self, host: str, port: int) -> None:

@@ -9,7 +9,6 @@ connection covers the whole call; its notifications are sent only then.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import secrets
 import time
@@ -20,12 +19,20 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import AskError, ClusterDownError, NoScriptError, RedisError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MovedError,
+    NoScriptError,
+    RedisError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from ...core.broker import Item
+from . import redirect
 from .coalesce import Coalescer
-from .link import CLOSE_TIMEOUT, Link
+from .link import Link, bounded
 from .pipe import Arg, Script
 from .scripts import Keys
 
@@ -49,8 +56,7 @@ def read_pool(url: str, size: int = POOL_SIZE, **options: Any) -> BlockingConnec
 
 
 async def closed(client: Redis) -> None:
-    with contextlib.suppress(RedisError, OSError, TimeoutError):
-        await asyncio.wait_for(client.aclose(), CLOSE_TIMEOUT)
+    await bounded(client.aclose())
 
 
 NAMES_KEPT = 1024
@@ -112,6 +118,8 @@ class Plan:
     kept: int
     trusted: Callable[[], str]
     """The lineages the scripts may trust (LINEAGE_LUA), as of now."""
+    node: Callable[[str], Shard | None]
+    """The shard on the primary host:port, which a cluster's redirect names; None if none."""
 
 
 class Shard:
@@ -160,18 +168,67 @@ class Shard:
             names += own if not key else (own[0], own[1], keys.seen(name, key))
             args += (name, data, key or "")
         names += shared  # the call's items share one slot, so they share its keys
-        reply = await self.writer.script(plan.publish, names, args)
+        try:
+            reply = await self.writer.script(plan.publish, names, args)
+        except REDIRECTS as exc:
+            reply = await self._redirected(exc, names, args)
+            return reply if not plan.replicas else await self._notified(*reply)
         if not plan.replicas:
             return reply  # notified by the script itself
-        assigned, notes = reply
         self._held(await self.writer.call("WAIT", plan.replicas, WAIT_TIMEOUT_MS))
+        return await self._notified(*reply)
+
+    async def _notified(self, assigned: list[Any], notes: list[Arg]) -> list[Any]:
+        """`assigned`, once the notifications of its call are sent (after `WAIT`)."""
         await asyncio.gather(
-            *(
-                self.writer.call(plan.notify, t, p)
-                for t, p in zip(notes[::2], notes[1::2], strict=True)
-            )
+            *(self._notify(t, p) for t, p in zip(notes[::2], notes[1::2], strict=True))
         )
         return list(assigned)
+
+    async def _redirected(self, exc: RedisError, names: list[str], args: list[Any]) -> Any:
+        """The publish script's reply after a cluster redirected it (a migration: see
+        `redirect`), once replicas hold it (`WAIT` sent with it), following redirects for
+        `redirect.DEADLINE`."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + redirect.DEADLINE
+        while True:
+            step = redirect.retry(exc)
+            target = None if step is None else self.plan.node(step.node) if step.node else self
+            if step is None or target is None or loop.time() + step.pause > deadline:
+                raise exc
+            await asyncio.sleep(step.pause)
+            try:
+                return await target._run_here(names, args, step.asking)
+            except REDIRECTS as again:
+                exc = again
+
+    async def _run_here(self, names: list[str], args: list[Any], asking: bool) -> Any:
+        """The publish script sent here whole (this primary may not have it yet), after `ASKING`
+        if asked, then `WAIT`, all on one connection: a redirected call, so off the way of the
+        publishing connection's own calls."""
+        plan = self.plan
+        pipe = self.client.pipeline(transaction=False)
+        if asking:
+            pipe.execute_command("ASKING")
+        pipe.execute_command("EVAL", plan.publish.text, len(names), *names, *args)
+        if plan.replicas:
+            pipe.execute_command("WAIT", plan.replicas, WAIT_TIMEOUT_MS)
+        async with self._reading:
+            replies = await pipe.execute()
+        if plan.replicas:
+            self._held(replies.pop())
+        return replies[-1]
+
+    async def _notify(self, topic: Arg, payload: Arg) -> None:
+        """Notify `topic`'s subscribers through this primary: while its slot moves it still
+        serves the slot's shard channels; once the slot has left it (MOVED), the new owner."""
+        try:
+            await self.writer.call(self.plan.notify, topic, payload)
+        except MovedError as exc:
+            owner = self.plan.node(f"{exc.host}:{exc.port}")
+            if owner is None:
+                raise
+            await owner.writer.call(self.plan.notify, topic, payload)
 
     def _named(self, name: str) -> tuple[tuple[str, str, str], tuple[str, str]]:
         keys = self.plan.keys

@@ -20,7 +20,12 @@ from redis.crc import key_slot
 from pushserver.broker.redis.scripts import GENERATION_KEY
 from pushserver.launcher import ServerProcess
 
-from ...redis_cluster import RedisClusterSet, channel_in_slot, redis_cluster_fixture  # noqa: F401
+from ...redis_cluster import (  # noqa: F401
+    ClusterNode,
+    RedisClusterSet,
+    channel_in_slot,
+    redis_cluster_fixture,
+)
 from ...wire import Subscriber, publish, publish_batch, streaming, take, wait_for_subscribers
 from ..transports.test_core_transports import head_cursor
 from .test_redis_broker import wait_until
@@ -38,19 +43,52 @@ async def healthy(session: aiohttp.ClientSession, node: ServerProcess) -> bool:
         return r.status == 200
 
 
-async def keyed(session: aiohttp.ClientSession, node: ServerProcess, ch: str, n: int) -> int:
-    """Publish `n` with its key until it is acknowledged; its id."""
+REFUSED_FOR = 60.0
+"""Seconds a keyed publish may go on being refused (503, 504) after the later of its first try
+and the end of the topology change running meanwhile: while the change runs, refusals are
+Redis's own answer (no primary, or no replica for `WAIT`), however long the change takes."""
+
+
+def log_tail(node: ServerProcess, chars: int = 3000) -> str:
+    return f"node {node.url} log tail:\n{node.log[-chars:]}"
+
+
+async def keyed(
+    session: aiohttp.ClientSession,
+    node: ServerProcess,
+    ch: str,
+    n: int,
+    changing: asyncio.Future[Any] | None = None,
+    strict: bool = False,
+) -> int:
+    """Publish `n` with its key until it is acknowledged; its id. It may be refused while
+    `changing` runs, and for `REFUSED_FOR` seconds after its first try or the change's end;
+    `strict`: never."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 60
+    deadline = loop.time() + REFUSED_FOR
     while True:
         headers = {"Idempotency-Key": f"k{n}"}
         async with session.post(f"{node.url}/pub/{ch}", json=n, headers=headers) as r:
             body: dict[str, Any] = await r.json()
             if r.status == 201:
                 return int(body["id"])
-            assert r.status in (503, 504), (body, node.log[-3000:])
-        assert loop.time() < deadline, f"publish {n} never acknowledged"
+            assert r.status in (503, 504) and not strict, (r.status, body, log_tail(node))
+        if changing is not None and not changing.done():
+            deadline = loop.time() + REFUSED_FOR
+        since = "the change ended" if changing is not None else "its first try"
+        assert loop.time() < deadline, (
+            f"publish {n} refused for {REFUSED_FOR} s after {since}: last answer {r.status} "
+            f"{body}; {log_tail(node)}"
+        )
         await asyncio.sleep(0.2)
+
+
+async def delivered(sub: Subscriber, n: int, node: ServerProcess) -> list[dict[str, Any]]:
+    """The subscriber's next `n` events (`take`); failing, with the log of its node."""
+    try:
+        return await take(sub, n, timeout=REFUSED_FOR)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; {log_tail(node)}") from None
 
 
 async def publish_across(
@@ -58,16 +96,17 @@ async def publish_across(
     node: ServerProcess,
     channel: str,
     change: Callable[[], object],
+    strict: bool = False,
 ) -> dict[int, int]:
     """Keyed publishes of 0, 1, 2... to `channel` through `node`: five, then one after another
     while `change` runs (in a thread), then five more; each number's id, in the order
-    acknowledged."""
+    acknowledged. `strict`: none may be refused, not even while the change runs."""
     counter = itertools.count()
     acked = {n: await keyed(session, node, channel, n) for n in itertools.islice(counter, 5)}
     changing = asyncio.create_task(asyncio.to_thread(change))
     while not changing.done():
         n = next(counter)
-        acked[n] = await keyed(session, node, channel, n)
+        acked[n] = await keyed(session, node, channel, n, changing, strict)
     await changing
     acked |= {n: await keyed(session, node, channel, n) for n in itertools.islice(counter, 5)}
     return acked
@@ -79,10 +118,12 @@ async def run_through(
     channel: str,
     change: Callable[[], object],
     *extra: str,
+    strict: bool = False,
 ) -> None:
     """Keyed publishes to `channel` through node a, before, while and after `change` runs (in a
-    thread), to subscribers on node b on every streaming transport: each gets every acknowledged
-    message once and in order, no id is handed out twice, and both nodes end healthy. The
+    thread; `strict`: none refused), to subscribers on node b on every streaming transport: each
+    gets every acknowledged message once and in order, no id is handed out twice, and both
+    nodes end healthy. The
     history holds every message the run publishes, so one a node missed while the change ran is
     read back, never trimmed away (a trimmed one would be an honest `expired` gap instead)."""
     a = factory("--redis", url, "--heartbeat", "0.5", "--history-size", "100000", *extra)
@@ -91,11 +132,11 @@ async def run_through(
         for node in (a, b):
             await wait_until(lambda node=node: healthy(s, node), "node on Redis")
         subs = await streaming(s, b.url, channel)
-        acked = await publish_across(s, a, channel, change)
+        acked = await publish_across(s, a, channel, change, strict)
         ordered = sorted(acked, key=acked.__getitem__)
         assert [acked[n] for n in ordered] == list(range(1, len(acked) + 1))
         for sub in subs:
-            got = await take(sub, len(acked), timeout=60)
+            got = await delivered(sub, len(acked), b)
             assert [e["data"] for e in got] == ordered, sub.transport
         for node in (a, b):
             await wait_until(lambda node=node: healthy(s, node), "node healthy again")
@@ -142,14 +183,14 @@ async def test_a_killed_primary_stops_only_its_channels_and_loses_nothing_acknow
         # its channels were refused meanwhile (or waited); another primary's never were
         assert (await publish(s, a.url, other, "still here"))["id"] == 1
         revived = asyncio.create_task(asyncio.to_thread(redis_cluster.revive, killed))
-        acked |= {n: await keyed(s, a, hit, n) for n in itertools.islice(counter, 10)}
+        acked |= {n: await keyed(s, a, hit, n, revived) for n in itertools.islice(counter, 10)}
         await revived
         acked |= {n: await keyed(s, a, hit, n) for n in itertools.islice(counter, 5)}
 
         ordered = sorted(acked, key=acked.__getitem__)
         assert [acked[n] for n in ordered] == list(range(1, 21))  # no id handed out twice
         for sub in subs:
-            got = await take(sub, 20, timeout=60)
+            got = await delivered(sub, 20, b)
             assert [e["data"] for e in got] == ordered, sub.transport
 
 
@@ -166,15 +207,55 @@ async def test_a_manual_failover_is_followed(
 async def test_a_busy_channels_slot_migrated_under_load(
     redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
 ) -> None:
-    """Publishes meet ASK/TRYAGAIN while the keys move (refused, retried with their key); the
-    source pushes `sunsubscribe` at the hand-over and the channel is followed on the target."""
+    """Publishes meet ASK (and TRYAGAIN while a channel's keys are split) during the move and
+    MOVED after it, and follow them: none is refused. The source pushes `sunsubscribe` at the
+    hand-over, the target too when the slot is assigned to it again, and the channel is
+    followed on the target."""
     channel = channel_in_slot(SLOTS[2])
 
     def migrate() -> None:
         target = redis_cluster.owner(SLOTS[0])
         redis_cluster.migrate(SLOTS[2], target).finish()
 
-    await run_through(redis_cluster.url, server_factory, channel, migrate)
+    await run_through(redis_cluster.url, server_factory, channel, migrate, strict=True)
+
+
+def asked(node: ClusterNode) -> int:
+    """ASKING commands the node has been sent."""
+    with node.client() as client:
+        return int(client.info("commandstats").get("cmdstat_asking", {}).get("calls", 0))
+
+
+async def test_a_publish_while_a_slot_migrates_waits_for_it_and_is_never_refused(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """A migration stopped half-way: the channel's keys have left the source, which answers its
+    script ASK; the target, asked after ASKING, answers TRYAGAIN (a key the script names does
+    not exist there), and the node tries again until the slot has changed hands (MOVED), then
+    publishes on the new owner. Then more publishes, to subscribers on another node: each gets
+    every message once, in order."""
+    a = cluster_node(server_factory, redis_cluster)
+    b = cluster_node(server_factory, redis_cluster)
+    channel = channel_in_slot(SLOTS[2])
+    target = redis_cluster.owner(SLOTS[0])
+    async with aiohttp.ClientSession() as s:
+        for node in (a, b):
+            await wait_until(lambda node=node: healthy(s, node), "node on the cluster")
+        subs = await streaming(s, b.url, channel)
+        sent = [await publish(s, a.url, channel, n) for n in range(3)]
+        migration = await asyncio.to_thread(redis_cluster.migrate, SLOTS[2], target)
+        assert await asyncio.to_thread(migration.move_keys) > 0
+        before = asked(target)
+        waiting = asyncio.create_task(publish(s, a.url, channel, 3))
+        await wait_until(lambda: asyncio.to_thread(lambda: asked(target) > before), "ASKING")
+        assert not waiting.done()
+        await asyncio.to_thread(migration.finish)
+        sent.append(await waiting)
+        sent += [await publish(s, a.url, channel, n) for n in range(4, 8)]
+        assert [m["id"] for m in sent] == list(range(1, 9))
+        for sub in subs:
+            got = await delivered(sub, 8, b)
+            assert [e["data"] for e in got] == list(range(8)), sub.transport
 
 
 async def test_publishes_to_many_slots_of_one_primary_go_one_script_call_per_slot(

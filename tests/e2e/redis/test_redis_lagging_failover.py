@@ -34,7 +34,7 @@ from ...redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
 from ...redis_sentinel import running_sentinels
 from ...wire import Subscriber, publish, streaming, take, wait_for_stats
 from .test_redis_broker import node_args, wait_until
-from .test_redis_cluster_engine import healthy, publish_across
+from .test_redis_cluster_engine import healthy, log_tail, publish_across
 
 WRITTEN = 3
 """Acknowledged publishes the promoted replica lacks."""
@@ -109,7 +109,10 @@ async def run_lagging(
         acked = await publish_across(s, a, channel, fail_over)
         ordered = list(acked)  # acknowledged one after another: the order of their ids
         for sub in subs:
-            check(await received(sub, ordered[-1]), ordered, sub.transport)
+            try:
+                check(await received(sub, ordered[-1]), ordered, sub.transport)
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; {log_tail(b)}") from None
         for node in (a, b):
             await wait_until(lambda node=node: healthy(s, node), "node healthy again")
         stats = await wait_for_stats(s, b.url, lambda st: True, "stats")

@@ -37,7 +37,18 @@ class Recorder:
 
 def shard_on(keys: Keys) -> tuple[Shard, Recorder]:
     plan = Plan(
-        keys, Script("p"), Script("s"), Script("e"), "PUBLISH", 0, 10, 1000, 2000, 16, lambda: ""
+        keys,
+        Script("p"),
+        Script("s"),
+        Script("e"),
+        "PUBLISH",
+        0,
+        10,
+        1000,
+        2000,
+        16,
+        lambda: "",
+        lambda name: None,
     )
     writer = Recorder()
     return Shard("test", plan, cast(Any, None), writer, cast(Any, None)), writer
