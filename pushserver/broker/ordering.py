@@ -35,8 +35,10 @@ class Sequencer:
         self.last_id = 0
         self.retired = NONE_RETIRED
         """Epochs this channel has left: late messages and reads of them are dropped."""
-        self.queue: list[Message] = []
-        """Messages ahead of `last_id`, waiting for a read to fill the ids before them."""
+        self.queue: list[Message] | None = None
+        """Messages ahead of `last_id`, waiting for a read to fill the ids before them (None
+        while there are none: a flood's channels, each followed for a few seconds, keep no
+        empty list)."""
         self.reading = 0
         """Reads under way; queued messages are replayed when the last one is applied."""
 
@@ -76,7 +78,10 @@ class Sequencer:
                 return False
         if not fetch:
             return False
-        self.queue.append(message)
+        if self.queue is None:
+            self.queue = [message]
+        else:
+            self.queue.append(message)
         return self.epoch is not None and not self.reading
 
     def read_from(self) -> tuple[str, int]:
@@ -114,7 +119,7 @@ class Sequencer:
         """Offer the queued messages again once no read is under way."""
         if not self.queue or self.reading:
             return False
-        queued, self.queue = self.queue, []
+        queued, self.queue = self.queue, None
         need = False
         for message in queued:
             need = self.offer(message) or need

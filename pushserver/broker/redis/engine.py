@@ -156,6 +156,8 @@ class Engine(Following):
         return self.make_shard(name, client, writer, url)
 
     async def stop(self) -> None:
+        if self._looking is not None:
+            self._looking.cancel()
         for task in list(self._background):
             task.cancel()
         for shard in self.shards:

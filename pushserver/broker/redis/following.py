@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import secrets
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
@@ -34,23 +35,33 @@ log = logging.getLogger("pushserver.redis")
 
 GRACE = 3.0
 """Seconds a channel stays subscribed after its last local subscriber, so re-polls do not churn."""
+PERIOD = 1.0
+"""Seconds between looks at the channels past their grace: each is let go within GRACE +
+PERIOD of its last subscriber, by one timer for them all (a timer per channel left uvloop's
+timer set at 1 MB, and its pools in use, after a 192,000-channel flood)."""
+SWEEP = 4096
+"""Channels let go in one look at most; the next look follows at once while more are due."""
 CONFIRM_TIMEOUT = 5.0
 
 
 class Listen:
     """This node's subscription to one channel's notifications, and its order."""
 
-    __slots__ = ("confirmed", "name", "order", "shard", "timer", "topic", "touched", "waiting")
+    __slots__ = ("confirmed", "name", "order", "shard", "topic", "touched", "waiting")
 
-    def __init__(self, order: Sequencer, topic: bytes, shard: Shard | None) -> None:
+    def __init__(
+        self, order: Sequencer, topic: bytes, shard: Shard | None, confirmed: asyncio.Future[None]
+    ) -> None:
         self.name = order.name
         self.order = order
         self.topic = topic
         self.shard = shard
         """Where the channel is subscribed; None while no reachable primary holds it."""
-        self.confirmed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.timer: asyncio.TimerHandle | None = None
+        self.confirmed = confirmed
+        """Its SUBSCRIBE's confirmation; once confirmed, the engine's one done future
+        (`Following.confirmed`), so a followed channel keeps no future of its own."""
         self.touched = 0.0
+        """When its last subscriber left or it was last asked for (`Following.idle`)."""
         self.waiting = 0
         """Subscribers waiting for the channel to be followed (`Following.waited`): the hub
         counts them only once they hold it, so until then they keep it here."""
@@ -84,7 +95,14 @@ class Following(Reporting):
     def __init__(self, settings: Settings) -> None:
         self.records: dict[str, Listen] = {}
         self.by_topic: dict[bytes, Listen] = {}
+        self.idle: dict[str, Listen] = {}
+        """The records that may be let go, oldest touch first (a touch moves one to the end):
+        a look stops at the first one still in its grace. One held by a subscriber leaves it,
+        and comes back when that subscriber's release touches it."""
+        self._looking: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
+        self.confirmed: asyncio.Future[None] = self._loop.create_future()
+        self.confirmed.set_result(None)
         self._background: set[asyncio.Task[None]] = set()
         self.history = Histories(settings.history_size, settings.history_ttl, unstarted(""))
         """The histories of the channels followed here; `history.unstarted` is the unstarted
@@ -124,12 +142,14 @@ class Following(Reporting):
         rec = self.records.get(name)
         if rec is None:
             shard = self.shard_of(name)
-            rec = Listen(Sequencer(name, self.history, self.sink), self.keys.topic(name), shard)
+            topic = self.keys.topic(name)
             if shard is None:
-                fail(rec.confirmed)
+                confirmed = self._loop.create_future()
+                fail(confirmed)
             else:
-                rec.confirmed = shard.subscribe(rec.topic)
-            self.records[name] = self.by_topic[rec.topic] = rec
+                confirmed = shard.subscribe(topic)
+            rec = Listen(Sequencer(name, self.history, self.sink), topic, shard, confirmed)
+            self.records[name] = self.by_topic[topic] = rec
         elif _failed(rec.confirmed) and rec.shard is not None and rec.shard.link.connected:
             rec.confirmed = rec.shard.subscribe(rec.topic)  # a failed SUBSCRIBE is tried again
         self._touch(rec)
@@ -183,30 +203,52 @@ class Following(Reporting):
         rec = self.by_topic.get(topic)
         if rec is not None and not rec.confirmed.done():
             rec.confirmed.set_result(None)
+            rec.confirmed = self.confirmed  # its waiters hold the one they wait on
 
     def _touch(self, rec: Listen) -> None:
-        rec.touched = self._loop.time()
-        if rec.timer is None:
-            rec.timer = self._loop.call_later(GRACE, self._check, rec)
+        self._queue(rec, self._loop.time())
+        if self._looking is None:
+            self._looking = self._loop.call_later(GRACE, self._look)
 
-    def _check(self, rec: Listen) -> None:
-        """Stop listening once the channel has had no local subscriber for the grace time."""
-        rec.timer = None
-        if self.records.get(rec.name) is not rec:
-            return
-        if self.sink.audience(rec.name):
-            return  # the last one to leave calls release(), which re-arms the timer
-        remaining = rec.touched + GRACE - self._loop.time()
-        if rec.waiting or rec.order.reading or (not rec.order.loaded and not rec.confirmed.done()):
-            remaining = GRACE
-        if remaining > 0:
-            rec.timer = self._loop.call_later(remaining, self._check, rec)
-            return
+    def _look(self) -> None:
+        """Stop listening to the channels that have had no local subscriber for the grace
+        time; keep those a subscriber holds or still waits for."""
+        self._looking = None
+        now = self._loop.time()
+        due = list(
+            itertools.islice(
+                itertools.takewhile(lambda r: r.touched + GRACE <= now, self.idle.values()), SWEEP
+            )
+        )
+        for rec in due:
+            if self.sink.audience(rec.name):
+                del self.idle[rec.name]  # the last one to leave calls release(): a touch
+            elif (
+                rec.waiting
+                or rec.order.reading
+                or (not rec.order.loaded and not rec.confirmed.done())
+            ):
+                self._queue(rec, now)  # looked at again after another grace
+            else:
+                self._let_go(rec)
+        if due:
+            for table in (self.records, self.by_topic, self.history, self.idle):
+                refit(table)  # a look at its size; a copy only once most of it has gone
+        if self.idle and self._looking is None:
+            first = next(iter(self.idle.values()))
+            delay = 0.0 if len(due) == SWEEP else max(first.touched + GRACE - now, PERIOD)
+            self._looking = self._loop.call_later(delay, self._look)
+
+    def _queue(self, rec: Listen, now: float) -> None:
+        rec.touched = now
+        self.idle.pop(rec.name, None)
+        self.idle[rec.name] = rec
+
+    def _let_go(self, rec: Listen) -> None:
         del self.records[rec.name]
         del self.by_topic[rec.topic]
+        del self.idle[rec.name]
         self.history.pop(rec.name, None)
-        for table in (self.records, self.by_topic, self.history):
-            refit(table)  # a look at its size; a copy only once most of it has gone
         if rec.shard is not None:
             rec.shard.link.send("UNSUBSCRIBE", rec.topic)
 

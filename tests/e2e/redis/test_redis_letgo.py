@@ -1,4 +1,4 @@
-"""Letting channels go (`following.Following._check`) against a real Redis: a channel is never
+"""Letting channels go (`following.Following._look`) against a real Redis: a channel is never
 let go under a subscriber still waiting for it, and a read that outlives its channel leaves
 nothing behind. Before, a 192,000-channel flood left up to 9,903 channels' histories held 60 s
 after its end, with no record to let them go."""
@@ -43,6 +43,7 @@ async def until(done: Callable[[], bool], what: str, timeout: float = 10.0) -> N
 
 
 @mock.patch.object(following, "GRACE", GRACE)
+@mock.patch.object(following, "PERIOD", GRACE)
 async def test_a_channel_waited_for_past_its_grace_is_kept_until_its_subscriber_leaves(
     redis_server: RedisServer,
 ) -> None:
@@ -61,8 +62,8 @@ async def test_a_channel_waited_for_past_its_grace_is_kept_until_its_subscriber_
             return all(name in broker.history for name in NAMES)  # held, as the hub does
 
         task = asyncio.create_task(subscriber())
-        first = records[0].timer
-        await until(lambda: records[0].timer is not first, "the grace over and looked at")
+        first = records[0].touched
+        await until(lambda: records[0].touched > first, "the grace over and looked at")
         assert [broker.records.get(name) for name in NAMES] == records
         late.set_result(None)
         assert await task
@@ -72,6 +73,7 @@ async def test_a_channel_waited_for_past_its_grace_is_kept_until_its_subscriber_
 
 
 @mock.patch.object(following, "GRACE", GRACE)
+@mock.patch.object(following, "PERIOD", GRACE)
 async def test_a_read_of_a_channel_let_go_meanwhile_holds_no_history(
     redis_server: RedisServer,
 ) -> None:

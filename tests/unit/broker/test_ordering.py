@@ -165,7 +165,7 @@ def test_a_late_reconnect_hands_over_the_whole_new_epoch() -> None:
 def test_a_publishers_own_reply_never_asks_for_a_read() -> None:
     order, sink = loaded()
     assert not order.offer(msg(5), fetch=False)
-    assert order.queue == []
+    assert not order.queue
     assert not order.offer(msg(4), fetch=False)
     assert sink.calls == [("append", "e1", 4)]
 
