@@ -171,7 +171,7 @@ class Shard:
         try:
             reply = await self.writer.script(plan.publish, names, args)
         except REDIRECTS as exc:
-            reply = await self._redirected(exc, names, args)
+            reply = await self._redirected(exc, plan.publish, names, args)
             return reply if not plan.replicas else await self._notified(*reply)
         if not plan.replicas:
             return reply  # notified by the script itself
@@ -185,10 +185,11 @@ class Shard:
         )
         return list(assigned)
 
-    async def _redirected(self, exc: RedisError, names: list[str], args: list[Any]) -> Any:
-        """The publish script's reply after a cluster redirected it (a migration: see
-        `redirect`), once replicas hold it (`WAIT` sent with it), following redirects for
-        `redirect.DEADLINE`."""
+    async def _redirected(
+        self, exc: RedisError, script: Script, names: Sequence[Arg], args: Sequence[Arg]
+    ) -> Any:
+        """`script`'s reply after a cluster redirected it (a migration: see `redirect`), once
+        replicas hold it (`WAIT` sent with it), following redirects for `redirect.DEADLINE`."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + redirect.DEADLINE
         while True:
@@ -198,19 +199,21 @@ class Shard:
                 raise exc
             await asyncio.sleep(step.pause)
             try:
-                return await target._run_here(names, args, step.asking)
+                return await target._run_here(script, names, args, step.asking)
             except REDIRECTS as again:
                 exc = again
 
-    async def _run_here(self, names: list[str], args: list[Any], asking: bool) -> Any:
-        """The publish script sent here whole (this primary may not have it yet), after `ASKING`
-        if asked, then `WAIT`, all on one connection: a redirected call, so off the way of the
+    async def _run_here(
+        self, script: Script, names: Sequence[Arg], args: Sequence[Arg], asking: bool
+    ) -> Any:
+        """`script` sent here whole (this primary may not have it yet), after `ASKING` if
+        asked, then `WAIT`, all on one connection: a redirected call, so off the way of the
         publishing connection's own calls."""
         plan = self.plan
         pipe = self.client.pipeline(transaction=False)
         if asking:
             pipe.execute_command("ASKING")
-        pipe.execute_command("EVAL", plan.publish.text, len(names), *names, *args)
+        pipe.execute_command("EVAL", script.text, len(names), *names, *args)
         if plan.replicas:
             pipe.execute_command("WAIT", plan.replicas, WAIT_TIMEOUT_MS)
         async with self._reading:
@@ -272,15 +275,27 @@ class Shard:
         used only once replicas hold what it read or wrote). The script goes by its digest, and
         whole only when Redis lacks it: a pipeline given redis-py's `Script` asks `SCRIPT
         EXISTS` first, a round trip more for every read."""
-        async with self._reading:
-            try:
-                replies = await self._pipeline(script, calls).execute()
-            except NoScriptError:
-                await self.client.script_load(script.text)
-                replies = await self._pipeline(script, calls).execute()
+        try:
+            async with self._reading:
+                try:
+                    replies = await self._pipeline(script, calls).execute()
+                except NoScriptError:
+                    await self.client.script_load(script.text)
+                    replies = await self._pipeline(script, calls).execute()
+        except REDIRECTS:  # a slot of theirs is moving: each alone, following its redirects
+            return list(await asyncio.gather(*(self._alone(script, *call) for call in calls)))
         if self.plan.replicas:
             self._held(replies.pop())
         return replies
+
+    async def _alone(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        """`script` called here alone, then wherever a cluster redirects it (see `redirect`).
+        A pipeline a redirect stopped ran its other calls: a read's or an epoch end's calls
+        run again: with the same arguments, a sync or an epoch end changes nothing more."""
+        try:
+            return await self._run_here(script, keys, args, asking=False)
+        except REDIRECTS as exc:
+            return await self._redirected(exc, script, keys, args)
 
     def _pipeline(
         self, script: Script, calls: Sequence[tuple[Sequence[Arg], Sequence[Arg]]]

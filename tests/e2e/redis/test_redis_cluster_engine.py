@@ -258,6 +258,38 @@ async def test_a_publish_while_a_slot_migrates_waits_for_it_and_is_never_refused
             assert [e["data"] for e in got] == list(range(8)), sub.transport
 
 
+async def test_a_first_read_while_a_slot_migrates_is_answered_never_refused(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """A migration stopped half-way, and a node that follows nothing yet: its first read of
+    the channel (a long-poll from a cursor) is answered ASK by the source, goes to the target
+    after ASKING, and, if the target lacks a key it names, again until the slot has moved. It
+    gets every message from its cursor, never a 503."""
+    a = cluster_node(server_factory, redis_cluster)
+    channel = channel_in_slot(SLOTS[2])
+    target = redis_cluster.owner(SLOTS[0])
+    async with aiohttp.ClientSession() as s:
+        await wait_until(lambda: healthy(s, a), "node a on the cluster")
+        cursor = await head_cursor(s, a.url, channel)
+        for n in range(3):
+            await publish(s, a.url, channel, n)
+        c = cluster_node(server_factory, redis_cluster)
+        await wait_until(lambda: healthy(s, c), "node c on the cluster")
+        migration = await asyncio.to_thread(redis_cluster.migrate, SLOTS[2], target)
+        assert await asyncio.to_thread(migration.move_keys) > 0
+        before = asked(target)
+        params = {"cursor": cursor, "timeout": "0"}
+        reading = asyncio.create_task(s.get(f"{c.url}/lp/{channel}", params=params))
+        await wait_until(  # or answered: then its answer says what went wrong
+            lambda: asyncio.to_thread(lambda: reading.done() or asked(target) > before), "ASKING"
+        )
+        await asyncio.to_thread(migration.finish)
+        async with await reading as r:
+            body = await r.json()
+            assert r.status == 200, (body, log_tail(c))
+        assert [e["data"] for e in body["messages"]] == [0, 1, 2]
+
+
 async def test_publishes_to_many_slots_of_one_primary_go_one_script_call_per_slot(
     redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
 ) -> None:

@@ -2,7 +2,8 @@
 cluster answered ASK, TRYAGAIN or MOVED ran nowhere, so it is sent again where the answer says,
 within a deadline, instead of the publish being refused with 503; after ASK, `ASKING` goes first
 on the same connection. Its notification still goes to the slot's owner until the slot has left
-it (MOVED), then to the new owner."""
+it (MOVED), then to the new owner. A read's calls (and an epoch end's) follow the same
+redirects, each call alone."""
 
 from __future__ import annotations
 
@@ -58,6 +59,9 @@ class Pipeline:
 
     def execute_command(self, *command: Any) -> None:
         self.commands.append(command)
+
+    def evalsha(self, *command: Any) -> None:
+        self.commands.append(("EVALSHA", *command))
 
     async def execute(self) -> list[Any]:
         self.client.pipelines.append([c[0] for c in self.commands])
@@ -167,3 +171,23 @@ async def test_a_publish_waits_on_the_importing_primary_until_the_slot_has_moved
     assert await publish(shards["h:1"]) == REPLY[0]
     assert source.pipelines == [["EVAL", "WAIT"]] * 2
     assert target.pipelines == [["ASKING", "EVAL", "WAIT"]] * 2 + [["EVAL", "WAIT"]]
+
+
+async def test_a_read_whose_slot_moves_follows_the_redirects_call_by_call() -> None:
+    """A read's pipeline stopped by a redirect: its calls go again one by one, here first, then
+    where the cluster says, as a publish's do; a read no longer answers 503 while a slot moves."""
+    source = Client(AskError("12 h:2"), AskError("12 h:2"), MovedError("12 h:2"))
+    target = Client(TryAgainError(), [b"synced"])
+    shards = cluster(("h:1", Writer(), source), ("h:2", Writer(), target))
+    assert await shards["h:1"].read(["news"], [("e", 0)]) == [[b"synced"]]
+    assert source.pipelines == [["EVALSHA", "WAIT"]] + [["EVAL", "WAIT"]] * 2
+    assert target.pipelines == [["ASKING", "EVAL", "WAIT"], ["EVAL", "WAIT"]]
+
+
+async def test_a_read_past_the_deadline_is_answered_with_the_last_redirect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redirect, "DEADLINE", 0.1)
+    shards = cluster(("h:1", Writer(), Client(*[TryAgainError()] * 1000)))
+    with pytest.raises(TryAgainError):
+        await shards["h:1"].read(["news"], [("e", 0)])
