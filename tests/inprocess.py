@@ -22,12 +22,12 @@ from pushserver.web.state import ServerState
 DEADLINE = 20.0
 
 
-async def until(check: Callable[[], bool], what: str) -> None:
+async def until(check: Callable[[], bool], what: str, timeout: float = DEADLINE) -> None:
     """Poll `check` every loop turn (the server runs in this loop) until a deadline."""
-    end = time.monotonic() + DEADLINE
+    end = time.monotonic() + timeout
     while not check():
         if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
+            raise AssertionError(f"timed out waiting for {what} ({timeout} s)")
         await asyncio.sleep(0.005)
 
 
