@@ -276,7 +276,7 @@ def main() -> None:
     parser.add_argument("--redis", action="store_true")
     parser.add_argument("--held", type=int, default=0, help="count memory per held long-poll")
     parser.add_argument("--opcodes", action="store_true", help="count Python opcodes instead")
-    parser.add_argument("--keep", type=Path, help="keep each tree's callgrind count here")
+    parser.add_argument("--keep", type=Path, help="keep each tree's counts by function here")
     args = parser.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the held long-polls' sockets
