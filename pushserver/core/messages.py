@@ -60,7 +60,7 @@ class Message:
             head = self._head = b'{"channel":%b,"id":%d,"ts":%b,"data":%b,"cursor":"' % (
                 orjson.dumps(self.channel),
                 self.id,
-                orjson.dumps(round(self.ts, 6)),
+                ts_json(self.ts),
                 self.data,
             )
         return head
@@ -88,6 +88,18 @@ class Message:
         if head is None:
             head = self.head
         return head + cursor + ENVELOPE_TAIL
+
+
+def ts_json(ts: float) -> bytes:
+    """`orjson.dumps(round(ts, 6))`, the envelope's `ts`, in one decimal conversion where `round`
+    makes two and a formatted string (6.5k of a publish's 103k instructions). From 1 s to 2**33 s
+    (the year 2242) a double's spacing is under a microsecond, so the six decimals of `%.6f`,
+    trailing zeros cut, are the shortest form of the rounded value, which orjson writes; other
+    times (a test's) go the long way."""
+    if not 1.0 <= ts < 8589934592.0:  # 2**33
+        return orjson.dumps(round(ts, 6))
+    text = (b"%.6f" % ts).rstrip(b"0")
+    return text + b"0" if text[-1] == 0x2E else text  # a whole second keeps its ".0"
 
 
 class Gap:
