@@ -138,7 +138,7 @@ def frame_events(
     """Each event as `framing` sends it, given its envelope and the cursor after it; a framing
     that sends a message's parts apart (`Framing.parts`) gets them."""
     if not framing.parts:
-        return [framing.event(b, c) for b, c in zip(bodies, cursors, strict=True)]
+        return list(map(framing.event, bodies, cursors))  # equal lengths; no zip(strict=)
     return [
         framing.message(b, c, e.channel.encode(), e.payload)
         if isinstance(e, Message)
