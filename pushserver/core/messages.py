@@ -18,6 +18,7 @@ from .positions import cursor_part
 ENVELOPE_TAIL = b'"}'
 DATA_KEY = b',"data":'
 CURSOR_KEY = b',"cursor":"'
+DATA_AND_CURSOR = len(DATA_KEY) + len(CURSOR_KEY)
 
 
 class Message:
@@ -80,7 +81,9 @@ class Message:
         envelope's start up to its data, shared with what a history keeps (a channel's name
         has no quote, so the first `,"data":` is the key)."""
         head = self.head
-        return head[: head.index(DATA_KEY)] + b',"subscribers":%d}' % subscribers
+        data = self.data  # a message's own data ends its head but for the cursor's key
+        end = len(head) - len(data) - DATA_AND_CURSOR if data else head.index(DATA_KEY)
+        return head[:end] + b',"subscribers":%d}' % subscribers
 
     def body(self, cursor: bytes) -> bytes:
         """The envelope, carrying the subscription's cursor after this message."""
