@@ -72,6 +72,11 @@ class Settings:
         "a shard with fewer live replicas refuses publishes; -1 = 1 for a cluster or Sentinel, "
         "0 for one Redis",
     )
+    redis_migration_wait: float = _setting(
+        10.0,
+        "seconds a publish or read whose Redis Cluster slot is being migrated follows the "
+        "cluster's redirects (ASK, TRYAGAIN, MOVED) before it is refused 503 as stalled",
+    )
     history_size: int = _setting(100, "messages kept per channel for resuming clients")
     history_ttl: float = _setting(300.0, "seconds a message stays in a channel's history")
     heartbeat: float = _setting(
@@ -255,6 +260,7 @@ AT_LEAST_ZERO = (
     "max_publish_rate",
     "max_pad",
     "shutdown_timeout",
+    "redis_migration_wait",
 )
 POSITIVE = (
     "heartbeat",

@@ -27,7 +27,16 @@ from .following import Following, Listen, behind
 from .link import DOWN_ERRORS, Link
 from .pipe import Script
 from .scripts import Keys, end_lua, publish_lua, stream_messages, sync_lua
-from .shard import NotDurable, OneConnection, Plan, Shard, Writer, closed, read_pool
+from .shard import (
+    NotDurable,
+    OneConnection,
+    Plan,
+    Shard,
+    Unnotified,
+    Writer,
+    closed,
+    read_pool,
+)
 
 log = logging.getLogger("pushserver.redis")
 
@@ -84,6 +93,7 @@ class Engine(Following):
             NAMES_KEPT,
             self.trusted,
             self.node,
+            settings.redis_migration_wait,
         )
 
     def node(self, name: str) -> Shard | None:
@@ -241,14 +251,18 @@ class Engine(Following):
 
     def _unpublished(self, failed: list[tuple[Shard, BaseException]]) -> Unavailable:
         """The error for a publish whose script calls failed: `outcome_unknown` when one may
-        have run (its reply lost, or its replicas not confirmed): only a retry with the same
-        key can tell, so it is never answered as "not published"."""
+        have run (its reply lost, its replicas not confirmed, or its notification refused after
+        it was stored): only a retry with the same key can tell, so it is never answered as
+        "not published"."""
         unknown = False
         for shard, exc in failed:
             if isinstance(exc, DOWN_ERRORS):
                 shard.link.lose(exc)
             elif isinstance(exc, NotDurable):
                 log.warning("publish not acknowledged: %s", exc)
+            elif isinstance(exc, Unnotified):
+                log.warning("publish not notified: %s", exc)
+                self.unrouted(exc)  # a redirect to a primary the slot map lacks: read it again
             elif isinstance(exc, RedisError):
                 self.unrouted(exc)
                 continue
@@ -303,11 +317,8 @@ class Engine(Following):
                 if shard.link.up:
                     await self._refresh([rec])
                 return self.history.info(name)
-            pipe = shard.client.pipeline(transaction=False)
-            meta, hist = self.keys.channel(name)
-            pipe.hmget(meta, "e", "i")
-            pipe.xrevrange(hist, count=self.history_size)
-            (epoch, last), entries = await pipe.execute()
+            # the sync script's read (`Shard.read`, redirects followed), nothing subscribed
+            ((epoch, last, entries, _),) = await shard.read([name], [("", -1)])
         except DOWN_ERRORS as exc:
             shard.link.lose(exc)
             raise _down() from None

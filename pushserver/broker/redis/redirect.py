@@ -8,7 +8,10 @@ importing primary runs a script after `ASKING` only if every key it names exists
 answers `TRYAGAIN` otherwise: a publish names keys it is about to create (a new idempotency
 key's), so in practice it waits, trying again every `PAUSE`, until the slot has changed hands
 and the source answers `MOVED` (send it to the new owner). None of these ran the script, so it
-may be sent again: within `DEADLINE`, a publish waits out a migration instead of being refused.
+may be sent again: a publish waits out a migration instead of being refused, for as long as the
+cluster goes on answering that the slot is moving, up to `--redis-migration-wait`, past which the
+migration is taken as stalled (an operator's reshard stopped half-way) and the last answer is the
+request's (503; the publish was not made).
 """
 
 from __future__ import annotations
@@ -17,9 +20,6 @@ from typing import NamedTuple
 
 from redis.exceptions import AskError, MovedError, RedisError, TryAgainError
 
-DEADLINE = 3.0
-"""Seconds a script call follows redirects before the last one is its answer (a 503): a slot
-changes hands milliseconds after its last keys have moved, unless it holds many more."""
 PAUSE = 0.02
 """Seconds before a script answered TRYAGAIN is sent again."""
 

@@ -25,6 +25,7 @@ from redis.exceptions import (
     MovedError,
     NoScriptError,
     RedisError,
+    ResponseError,
     TryAgainError,
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -32,7 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from ...core.broker import Item
 from . import redirect
 from .coalesce import Coalescer
-from .link import Link, bounded
+from .link import DOWN_ERRORS, Link, bounded
 from .pipe import Arg, Script
 from .scripts import Keys
 
@@ -69,6 +70,12 @@ WAIT_TIMEOUT_MS = 1000
 
 class NotDurable(RedisError):
     """Fewer replicas than asked hold a script call: nobody may see what it wrote or read yet."""
+
+
+class Unnotified(RedisError):
+    """A publish's script call is stored (and held by its replicas), but Redis refused its
+    notification (CLUSTERDOWN, a MOVED to a primary the slot map lacks): only a keyed retry
+    can tell the publisher it was made, so it is answered as an unknown outcome."""
 
 
 class Writer(Protocol):
@@ -120,6 +127,8 @@ class Plan:
     """The lineages the scripts may trust (LINEAGE_LUA), as of now."""
     node: Callable[[str], Shard | None]
     """The shard on the primary host:port, which a cluster's redirect names; None if none."""
+    moving_wait: float
+    """Seconds a call follows a cluster's redirects while its slot moves (`redirect`)."""
 
 
 class Shard:
@@ -179,19 +188,27 @@ class Shard:
         return await self._notified(*reply)
 
     async def _notified(self, assigned: list[Any], notes: list[Arg]) -> list[Any]:
-        """`assigned`, once the notifications of its call are sent (after `WAIT`)."""
-        await asyncio.gather(
-            *(self._notify(t, p) for t, p in zip(notes[::2], notes[1::2], strict=True))
-        )
+        """`assigned`, once the notifications of its call are sent (after `WAIT`). A lost
+        connection is the link's to report (`DOWN_ERRORS`); any other refusal comes after the
+        call was stored, so it is `Unnotified`, never "not published"."""
+        try:
+            await asyncio.gather(
+                *(self._notify(t, p) for t, p in zip(notes[::2], notes[1::2], strict=True))
+            )
+        except DOWN_ERRORS:
+            raise
+        except RedisError as exc:
+            raise Unnotified(f"stored, but its notification was refused: {exc}") from exc
         return list(assigned)
 
     async def _redirected(
         self, exc: RedisError, script: Script, names: Sequence[Arg], args: Sequence[Arg]
     ) -> Any:
         """`script`'s reply after a cluster redirected it (a migration: see `redirect`), once
-        replicas hold it (`WAIT` sent with it), following redirects for `redirect.DEADLINE`."""
+        replicas hold it (`WAIT` sent with it), following redirects while the cluster keeps
+        answering them, for `Plan.moving_wait` at most (a migration taken as stalled)."""
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + redirect.DEADLINE
+        deadline = loop.time() + self.plan.moving_wait
         while True:
             step = redirect.retry(exc)
             target = None if step is None else self.plan.node(step.node) if step.node else self
@@ -274,28 +291,28 @@ class Shard:
         """`script` once per (keys, args), all in one round trip, then `WAIT` (its replies are
         used only once replicas hold what it read or wrote). The script goes by its digest, and
         whole only when Redis lacks it: a pipeline given redis-py's `Script` asks `SCRIPT
-        EXISTS` first, a round trip more for every read."""
-        try:
-            async with self._reading:
-                try:
-                    replies = await self._pipeline(script, calls).execute()
-                except NoScriptError:
-                    await self.client.script_load(script.text)
-                    replies = await self._pipeline(script, calls).execute()
-        except REDIRECTS:  # a slot of theirs is moving: each alone, following its redirects
-            return list(await asyncio.gather(*(self._alone(script, *call) for call in calls)))
+        EXISTS` first, a round trip more for every read. A call a cluster redirected (its slot
+        is moving) ran nowhere, and goes on from where the redirect says; the others ran, and
+        their replies are kept."""
+        async with self._reading:
+            replies = await self._pipeline(script, calls).execute(raise_on_error=False)
+            if any(isinstance(reply, NoScriptError) for reply in replies):
+                await self.client.script_load(script.text)
+                replies = await self._pipeline(script, calls).execute(raise_on_error=False)
+        moving = []
+        for n, reply in enumerate(replies):
+            if isinstance(reply, ResponseError):
+                if redirect.retry(reply) is None:
+                    raise reply
+                moving.append(n)
         if self.plan.replicas:
             self._held(replies.pop())
+        followed = await asyncio.gather(
+            *(self._redirected(replies[n], script, *calls[n]) for n in moving)
+        )
+        for n, reply in zip(moving, followed, strict=True):
+            replies[n] = reply
         return replies
-
-    async def _alone(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
-        """`script` called here alone, then wherever a cluster redirects it (see `redirect`).
-        A pipeline a redirect stopped ran its other calls: a read's or an epoch end's calls
-        run again: with the same arguments, a sync or an epoch end changes nothing more."""
-        try:
-            return await self._run_here(script, keys, args, asking=False)
-        except REDIRECTS as exc:
-            return await self._redirected(exc, script, keys, args)
 
     def _pipeline(
         self, script: Script, calls: Sequence[tuple[Sequence[Arg], Sequence[Arg]]]

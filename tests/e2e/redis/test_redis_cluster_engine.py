@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 import aiohttp
+import pytest
 from redis.crc import key_slot
 
 from pushserver.broker.redis.scripts import GENERATION_KEY
@@ -30,12 +31,16 @@ from ...wire import Subscriber, publish, publish_batch, streaming, take, wait_fo
 from ..transports.test_core_transports import head_cursor
 from .test_redis_broker import wait_until
 
+T = TypeVar("T")
+
 SLOTS = (100, 6000, 12000)
 """One slot on each primary of a fresh cluster (redis-cli gives each a third of 16,384)."""
 
 
-def cluster_node(factory: Callable[..., ServerProcess], cluster: RedisClusterSet) -> ServerProcess:
-    return factory("--redis", cluster.url, "--heartbeat", "0.5")
+def cluster_node(
+    factory: Callable[..., ServerProcess], cluster: RedisClusterSet, *extra: str
+) -> ServerProcess:
+    return factory("--redis", cluster.url, "--heartbeat", "0.5", *extra)
 
 
 async def healthy(session: aiohttp.ClientSession, node: ServerProcess) -> bool:
@@ -226,31 +231,68 @@ def asked(node: ClusterNode) -> int:
         return int(client.info("commandstats").get("cmdstat_asking", {}).get("calls", 0))
 
 
+HELD = 4.0
+"""Seconds the migration test holds a slot half-way: longer than the 3 s a publish followed a
+migration before it had `--redis-migration-wait` (10 s unless told)."""
+
+
+async def half_way(
+    cluster: RedisClusterSet,
+    slot: int,
+    ask: Callable[[], Awaitable[T]],
+    held: float = 0.0,
+    askings: int = 1,
+) -> T:
+    """`ask()`'s answer, asked while `slot` is half-way to another primary (its keys moved,
+    the slot not yet given up): once the target has been sent `ASKING` `askings` times (or
+    `ask` answered), and `held` seconds have passed since it was asked, the migration is
+    finished."""
+    target = cluster.owner(SLOTS[0])
+    migration = await asyncio.to_thread(cluster.migrate, slot, target)
+    assert await asyncio.to_thread(migration.move_keys) > 0
+    before = asked(target)
+    loop = asyncio.get_running_loop()
+    until = loop.time() + held
+    asking = asyncio.ensure_future(ask())
+    await wait_until(  # or answered: then its answer says what went wrong
+        lambda: asyncio.to_thread(lambda: asking.done() or asked(target) >= before + askings),
+        "ASKING",
+    )
+    await asyncio.sleep(max(0.0, until - loop.time()))  # the migration's own length
+    assert held == 0.0 or not asking.done(), asking.result()
+    await asyncio.to_thread(migration.finish)
+    return await asking
+
+
+@pytest.mark.parametrize("replicas", ["1", "0"])
 async def test_a_publish_while_a_slot_migrates_waits_for_it_and_is_never_refused(
-    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess], replicas: str
 ) -> None:
-    """A migration stopped half-way: the channel's keys have left the source, which answers its
-    script ASK; the target, asked after ASKING, answers TRYAGAIN (a key the script names does
-    not exist there), and the node tries again until the slot has changed hands (MOVED), then
-    publishes on the new owner. Then more publishes, to subscribers on another node: each gets
-    every message once, in order."""
-    a = cluster_node(server_factory, redis_cluster)
-    b = cluster_node(server_factory, redis_cluster)
+    """A migration held half-way for `HELD` seconds: the channel's keys have left the source,
+    which answers its script ASK; the target, asked after ASKING, answers TRYAGAIN (a key the
+    script names does not exist there), and the node tries again for as long as the cluster
+    answers so, up to `--redis-migration-wait`: until the slot has changed hands (MOVED), then
+    publishes on the new owner (with `--redis-replicas 0`, its script notifies from there). A
+    node told to wait less refuses its publish meanwhile (503, not published). Then more
+    publishes, to subscribers on another node: each gets every message once, in order."""
+    a, b = (cluster_node(server_factory, redis_cluster, "--redis-replicas", replicas) for _ in "ab")
+    hasty = cluster_node(
+        server_factory, redis_cluster, "--redis-replicas", replicas, "--redis-migration-wait", "0.5"
+    )
     channel = channel_in_slot(SLOTS[2])
-    target = redis_cluster.owner(SLOTS[0])
+
+    async def refused_then_published() -> dict[str, Any]:
+        waiting = asyncio.create_task(publish(s, a.url, channel, 3))
+        async with s.post(f"{hasty.url}/pub/{channel}", json="refused") as r:
+            assert (r.status, (await r.json())["error"]) == (503, "broker_down")
+        return await waiting
+
     async with aiohttp.ClientSession() as s:
-        for node in (a, b):
+        for node in (a, b, hasty):
             await wait_until(lambda node=node: healthy(s, node), "node on the cluster")
         subs = await streaming(s, b.url, channel)
         sent = [await publish(s, a.url, channel, n) for n in range(3)]
-        migration = await asyncio.to_thread(redis_cluster.migrate, SLOTS[2], target)
-        assert await asyncio.to_thread(migration.move_keys) > 0
-        before = asked(target)
-        waiting = asyncio.create_task(publish(s, a.url, channel, 3))
-        await wait_until(lambda: asyncio.to_thread(lambda: asked(target) > before), "ASKING")
-        assert not waiting.done()
-        await asyncio.to_thread(migration.finish)
-        sent.append(await waiting)
+        sent.append(await half_way(redis_cluster, SLOTS[2], refused_then_published, HELD))
         sent += [await publish(s, a.url, channel, n) for n in range(4, 8)]
         assert [m["id"] for m in sent] == list(range(1, 9))
         for sub in subs:
@@ -264,30 +306,68 @@ async def test_a_first_read_while_a_slot_migrates_is_answered_never_refused(
     """A migration stopped half-way, and a node that follows nothing yet: its first read of
     the channel (a long-poll from a cursor) is answered ASK by the source, goes to the target
     after ASKING, and, if the target lacks a key it names, again until the slot has moved. It
-    gets every message from its cursor, never a 503."""
+    gets every message from its cursor, never a 503. So does an operator's look at the
+    channel (`GET /channels/...`), on a node that does not follow it: the same read."""
     a = cluster_node(server_factory, redis_cluster)
     channel = channel_in_slot(SLOTS[2])
-    target = redis_cluster.owner(SLOTS[0])
     async with aiohttp.ClientSession() as s:
         await wait_until(lambda: healthy(s, a), "node a on the cluster")
         cursor = await head_cursor(s, a.url, channel)
         for n in range(3):
             await publish(s, a.url, channel, n)
-        c = cluster_node(server_factory, redis_cluster)
-        await wait_until(lambda: healthy(s, c), "node c on the cluster")
-        migration = await asyncio.to_thread(redis_cluster.migrate, SLOTS[2], target)
-        assert await asyncio.to_thread(migration.move_keys) > 0
-        before = asked(target)
-        params = {"cursor": cursor, "timeout": "0"}
-        reading = asyncio.create_task(s.get(f"{c.url}/lp/{channel}", params=params))
-        await wait_until(  # or answered: then its answer says what went wrong
-            lambda: asyncio.to_thread(lambda: reading.done() or asked(target) > before), "ASKING"
+        c, d = (
+            cluster_node(server_factory, redis_cluster),
+            cluster_node(server_factory, redis_cluster),
         )
-        await asyncio.to_thread(migration.finish)
-        async with await reading as r:
-            body = await r.json()
-            assert r.status == 200, (body, log_tail(c))
-        assert [e["data"] for e in body["messages"]] == [0, 1, 2]
+        for node in (c, d):
+            await wait_until(lambda node=node: healthy(s, node), "node on the cluster")
+
+        async def answered(node: ServerProcess, path: str, **params: str) -> Any:
+            async with s.get(f"{node.url}{path}", params=params) as r:
+                body = await r.json()
+                assert r.status == 200, (body, log_tail(node))
+                return body
+
+        async def both() -> tuple[Any, Any]:
+            return await asyncio.gather(
+                answered(c, f"/lp/{channel}", cursor=cursor, timeout="0"),
+                answered(d, f"/channels/{channel}"),
+            )
+
+        polled, looked = await half_way(redis_cluster, SLOTS[2], both, askings=2)
+        assert [e["data"] for e in polled["messages"]] == [0, 1, 2]
+        assert (looked["last_id"], looked["buffered"], looked["subscribers"]) == (3, 3, 0)
+
+
+async def test_a_notification_refused_after_its_publish_is_stored_is_an_unknown_outcome(
+    redis_cluster: RedisClusterSet, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """The channel's primary stores a publish and its replica holds it, then refuses the
+    notification (here through an ACL that denies SPUBLISH, a refusal the cluster can be put
+    in at will; CLUSTERDOWN or a MOVED to a primary the node does not know end the same way):
+    the publish was made, so it is answered 504 `outcome_unknown`, never 503 "not published",
+    and its keyed retry finds it. Subscribers get every message once, in order."""
+    a, b = cluster_node(server_factory, redis_cluster), cluster_node(server_factory, redis_cluster)
+    channel = channel_in_slot(SLOTS[1])
+    owner = redis_cluster.owner(SLOTS[1])
+    async with aiohttp.ClientSession() as s:
+        for node in (a, b):
+            await wait_until(lambda node=node: healthy(s, node), "node on the cluster")
+        subs = await streaming(s, b.url, channel)
+        assert await keyed(s, a, channel, 0, strict=True) == 1
+        owner.call("ACL", "SETUSER", "default", "-spublish")
+        try:
+            headers = {"Idempotency-Key": "k1"}
+            async with s.post(f"{a.url}/pub/{channel}", json=1, headers=headers) as r:
+                body = await r.json()
+                assert (r.status, body["error"]) == (504, "outcome_unknown"), log_tail(a)
+        finally:
+            owner.call("ACL", "SETUSER", "default", "+spublish")
+        assert await keyed(s, a, channel, 1, strict=True) == 2  # the stored one
+        assert await keyed(s, a, channel, 2, strict=True) == 3
+        for sub in subs:
+            got = await delivered(sub, 3, b)
+            assert [e["data"] for e in got] == [0, 1, 2], sub.transport
 
 
 async def test_publishes_to_many_slots_of_one_primary_go_one_script_call_per_slot(

@@ -49,6 +49,7 @@ def shard_on(keys: Keys) -> tuple[Shard, Recorder]:
         16,
         lambda: "",
         lambda name: None,
+        10.0,
     )
     writer = Recorder()
     return Shard("test", plan, cast(Any, None), writer, cast(Any, None)), writer
