@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from urllib.parse import quote
 
-from . import __version__, token_cli
+from . import __version__, reexec, token_cli
 from .config import ConfigError, Settings, add_arguments, load
 from .core.tokens import weak_secret
+from .monitor.allocator import describe
 from .redis_urls import parse_redis_url, redacted
 from .usage import OneLineParser
 
@@ -84,7 +86,16 @@ def summary(settings: Settings) -> str:
     )
 
 
+def serve_on_jemalloc(setting: str, library: str) -> None:
+    """Replace this process with the same command on jemalloc (`library`) when `reexec` says
+    so; return otherwise."""
+    chosen = reexec.environment(setting, os.environ, library)
+    if chosen is not None:
+        reexec.replace(chosen)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    from_command_line = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["token"]:
         token_cli.main(argv[1:])
@@ -101,14 +112,25 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error(problem)
         print(summary(settings))
         return
+    library = reexec.jemalloc_library() if settings.allocator == "auto" else ""
+    if from_command_line:
+        serve_on_jemalloc(settings.allocator, library)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    log = logging.getLogger("pushserver")
     warning = weak_secret(settings.subscribe_secret, "--subscribe-secret")
     if warning:
-        logging.getLogger("pushserver").warning(warning)
+        log.warning(warning)
+    allocator = describe()
+    log.info("allocator: objects from %s, malloc from %s", allocator["python"], allocator["c"])
+    if settings.allocator == "auto" and not library:
+        log.warning(
+            "jemalloc is not installed: serving on Python's own allocator, which gives less "
+            "memory back after a flood of channels (docs/operations.md, Memory handed back)"
+        )
     from .runner import run
 
     try:
