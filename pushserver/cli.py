@@ -12,7 +12,7 @@ from urllib.parse import quote
 from . import __version__, reexec, token_cli
 from .config import ConfigError, Settings, add_arguments, load
 from .core.tokens import weak_secret
-from .monitor.allocator import describe
+from .monitor.allocator import jemalloc_library
 from .redis_urls import parse_redis_url, redacted
 from .usage import OneLineParser
 
@@ -86,9 +86,10 @@ def summary(settings: Settings) -> str:
     )
 
 
-def serve_on_jemalloc(setting: str, library: str) -> None:
-    """Replace this process with the same command on jemalloc (`library`) when `reexec` says
-    so; return otherwise."""
+def serve_on_jemalloc(setting: str) -> None:
+    """Replace this process with the same command on jemalloc when `reexec` says so; return
+    otherwise."""
+    library = jemalloc_library() if setting == "auto" else ""
     chosen = reexec.environment(setting, os.environ, library)
     if chosen is not None:
         reexec.replace(chosen)
@@ -112,25 +113,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error(problem)
         print(summary(settings))
         return
-    library = reexec.jemalloc_library() if settings.allocator == "auto" else ""
     if from_command_line:
-        serve_on_jemalloc(settings.allocator, library)
+        serve_on_jemalloc(settings.allocator)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    log = logging.getLogger("pushserver")
     warning = weak_secret(settings.subscribe_secret, "--subscribe-secret")
     if warning:
-        log.warning(warning)
-    allocator = describe()
-    log.info("allocator: objects from %s, malloc from %s", allocator["python"], allocator["c"])
-    if settings.allocator == "auto" and not library:
-        log.warning(
-            "jemalloc is not installed: serving on Python's own allocator, which gives less "
-            "memory back after a flood of channels (docs/operations.md, Memory handed back)"
-        )
+        logging.getLogger("pushserver").warning(warning)
     from .runner import run
 
     try:

@@ -11,24 +11,18 @@ the same command line (the process keeps its id, its open files and its parent).
 
 Done only with `--allocator auto`, when the operator set neither `PYTHONMALLOC` nor
 `LD_PRELOAD` (theirs are kept as they are) and the dynamic linker knows jemalloc; otherwise
-the server serves in the interpreter it was started in, and says which (`/stats` `allocator`).
+the server serves in the interpreter it was started in, and says which (`/stats` `allocator`,
+its ready log line).
 """
 
 from __future__ import annotations
 
-import ctypes.util
 import os
 import sys
 from collections.abc import Mapping
 
 OPERATORS = ("PYTHONMALLOC", "LD_PRELOAD")
 """Variables that, set by the operator, leave the allocator as they chose it."""
-
-
-def jemalloc_library() -> str:
-    """jemalloc's shared library as the dynamic linker names it (`libjemalloc.so.2`), or ""
-    when it is not installed."""
-    return ctypes.util.find_library("jemalloc") or ""
 
 
 def environment(setting: str, environ: Mapping[str, str], library: str) -> dict[str, str] | None:

@@ -10,11 +10,18 @@ documents for its statistics and purging (jemalloc(3)); nothing else in the proc
 from __future__ import annotations
 
 import ctypes
+import ctypes.util
 import os
 import sys
 
 ARENAS_ALL = 4096
 """jemalloc's `MALLCTL_ARENAS_ALL`: `arena.<i>.*` with this index acts on every arena."""
+
+
+def jemalloc_library() -> str:
+    """jemalloc's shared library as the dynamic linker names it (`libjemalloc.so.2`), or ""
+    when it is not installed."""
+    return ctypes.util.find_library("jemalloc") or ""
 
 
 def python_allocator() -> str:
@@ -77,3 +84,13 @@ def c_allocator() -> str:
 def describe() -> dict[str, str]:
     """`{"python": "malloc", "c": "jemalloc 5.3.0"}`: what `/stats` shows as `allocator`."""
     return {"python": python_allocator(), "c": c_allocator()}
+
+
+def missing(setting: str) -> str:
+    """What to warn of when `--allocator` asks for jemalloc and it is not installed ("")."""
+    if setting != "auto" or jemalloc_library():
+        return ""
+    return (
+        "jemalloc is not installed: serving on Python's own allocator, which gives less memory "
+        "back after a flood of channels (docs/operations.md, Memory handed back)"
+    )

@@ -3,6 +3,7 @@ the trimmer giving freed memory back, in a process that runs on it."""
 
 from __future__ import annotations
 
+import ctypes.util
 import json
 import os
 import subprocess
@@ -11,8 +12,13 @@ import textwrap
 
 import pytest
 
-from pushserver.monitor.allocator import Jemalloc, c_allocator, python_allocator
-from pushserver.reexec import jemalloc_library
+from pushserver.monitor.allocator import (
+    Jemalloc,
+    c_allocator,
+    jemalloc_library,
+    missing,
+    python_allocator,
+)
 
 
 def test_this_process_runs_on_what_it_was_started_with(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -24,6 +30,17 @@ def test_this_process_runs_on_what_it_was_started_with(monkeypatch: pytest.Monke
     if "LD_PRELOAD" not in os.environ:
         assert Jemalloc.running() is None
         assert c_allocator().startswith(("glibc ", "libc"))
+
+
+def test_a_missing_jemalloc_is_told_only_when_the_setting_asks_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert missing("pymalloc") == ""
+    assert bool(missing("auto")) == (not jemalloc_library())
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)  # a machine without it
+    assert jemalloc_library() == ""
+    assert "jemalloc is not installed" in missing("auto")
+    assert missing("pymalloc") == ""
 
 
 HOLD_AND_FREE = textwrap.dedent(
