@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from urllib.parse import quote
 
-from . import __version__, token_cli
+from . import __version__, reexec, token_cli
 from .config import ConfigError, Settings, add_arguments, load
 from .core.tokens import weak_secret
+from .monitor.allocator import jemalloc_library
 from .redis_urls import parse_redis_url, redacted
 from .usage import OneLineParser
 
@@ -84,7 +86,17 @@ def summary(settings: Settings) -> str:
     )
 
 
+def serve_on_jemalloc(setting: str) -> None:
+    """Replace this process with the same command on jemalloc when `reexec` says so; return
+    otherwise."""
+    library = jemalloc_library() if setting == "auto" else ""
+    chosen = reexec.environment(setting, os.environ, library)
+    if chosen is not None:
+        reexec.replace(chosen)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
+    from_command_line = argv is None
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["token"]:
         token_cli.main(argv[1:])
@@ -101,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error(problem)
         print(summary(settings))
         return
+    if from_command_line:
+        serve_on_jemalloc(settings.allocator)
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

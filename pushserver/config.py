@@ -56,6 +56,13 @@ class Settings:
     host: str = _setting("127.0.0.1", "address to listen on")
     port: int = _setting(8080, "TCP port to listen on (0 = pick a free one)", metavar="PORT")
     loop: str = _setting("uvloop", "event loop implementation", choices=("uvloop", "asyncio"))
+    allocator: str = _setting(
+        "auto",
+        "memory allocator: auto = jemalloc when installed, which gives freed memory back by "
+        "itself (the command restarts its interpreter on it; PYTHONMALLOC or LD_PRELOAD set by "
+        "the operator are kept), else Python's own; pymalloc = Python's own",
+        choices=("auto", "pymalloc"),
+    )
     workers: int = _setting(
         1, "server processes on one port (SO_REUSEPORT); more than 1 needs --redis"
     )

@@ -33,6 +33,8 @@ import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
 
+from prometheus_client.parser import text_string_to_metric_families
+
 from pushserver.broker.memory import MemoryBroker
 from pushserver.core.broker import Item
 from pushserver.core.history import Histories
@@ -60,6 +62,27 @@ def stats(endpoint: Endpoint) -> dict:
     answer = json.loads(body)
     assert isinstance(answer, dict)
     return answer
+
+
+def full_collections(endpoint: Endpoint) -> tuple[int, float]:
+    """The server's full collections so far and their pauses summed, in seconds
+    (`pushserver_gc_pause_seconds{generation="2"}` in `/metrics`)."""
+    conn = Connection(endpoint)
+    try:
+        head, body = conn.request("GET", "/metrics")
+    finally:
+        conn.close()
+    if head.status != 200:
+        raise SystemExit(f"/metrics answered {head.status}: {body[:200]!r}")
+    count, total = 0, 0.0
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            if family.name == "pushserver_gc_pause_seconds" and sample.labels["generation"] == "2":
+                if sample.name.endswith("_count"):
+                    count = int(sample.value)
+                elif sample.name.endswith("_sum"):
+                    total = sample.value
+    return count, total
 
 
 def in_threads(endpoint: Endpoint, clients: int, work: Callable[[Connection, int], None]) -> None:
@@ -224,6 +247,7 @@ def report(label: str, pid: int, endpoint: Endpoint, base: int, channels: int) -
     now = rss(pid)
     held = stats(endpoint)
     per = (now - base) / channels if base else None
+    full, paused = full_collections(endpoint)
     line = {
         "at": label,
         "rss_mb": round(now / 2**20, 1),
@@ -231,6 +255,9 @@ def report(label: str, pid: int, endpoint: Endpoint, base: int, channels: int) -
         "channels_held": held["channels"],
         "history_bytes": held.get("history_bytes"),
         "malloc_trims": held.get("malloc_trims"),
+        "full_collections": full,
+        "full_collections_s": round(paused, 4),
+        "gc_pause_worst_s": held["gc"]["pause_seconds_worst"],
         "load": os.getloadavg()[0],
         "utc": time.strftime("%H:%M:%S", time.gmtime()),
     }

@@ -9,7 +9,9 @@ so trees can be compared one after the other.
         [--transport sse|stream] [--redis] [--held 2000] [--opcodes] [--keep DIR]
 
 Each TREE (a `git worktree add --detach` of a commit) runs with this checkout's `.venv` through
-`PYTHONPATH`. `--redis` starts a redis-server for the runs; `--held N` counts memory instead;
+`PYTHONPATH`, on the allocator `PYTHONMALLOC` (and `LD_PRELOAD`) in this command's environment
+name, pymalloc when unset: never re-executed onto jemalloc by the server itself, which valgrind
+would not follow. `--redis` starts a redis-server for the runs; `--held N` counts memory instead;
 `--opcodes` counts the Python opcodes and calls the same publishes run (a `sys.settrace` opcode
 counter, no valgrind). `--keep DIR` keeps what each tree's count is made of, by function:
 `DIR/callgrind.out.TREE` for `callgrind_annotate`, or `DIR/opcodes.TREE.tsv` (opcodes and calls
@@ -93,7 +95,8 @@ class Measured(ServerProcess):
     """A server of another tree, under `prefix` (valgrind) or with tracemalloc."""
 
     def __init__(self, args: list[str], tree: Path, prefix: list[str], env: dict[str, str]):
-        super().__init__(args, ready_timeout=180, env={"PYTHONPATH": str(tree), **env})
+        allocator = {"PYTHONMALLOC": os.environ.get("PYTHONMALLOC") or "pymalloc"}
+        super().__init__(args, ready_timeout=180, env={"PYTHONPATH": str(tree), **allocator, **env})
         self.prefix = prefix
 
     def command(self, port: int) -> list[str]:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh machine, then run every test.
-# System packages (redis-server and redis-cli, openssl, nginx with nchan, chromium, maven, node)
-# come from apt when missing; Python packages go into .venv; the JS and Java tests fetch their own
-# dev dependencies.
+# System packages (redis-server and redis-cli, openssl, nginx with nchan, chromium, maven, node,
+# jemalloc) come from apt when missing; Python packages go into .venv; the JS and Java tests fetch
+# their own dev dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +16,9 @@ command -v chromium >/dev/null || missing+=(chromium)
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v node >/dev/null || missing+=(nodejs npm)
+# jemalloc, which the server runs on when it is installed (pushserver/reexec.py)
+python3 -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("jemalloc"))' ||
+  missing+=(libjemalloc2)
 if [ ${#missing[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" = 0 ] || sudo=sudo

@@ -7,7 +7,8 @@ flood, the process stays at its worst hour's size. `Trimmer.check`, run every sw
 asks glibc how much it holds free (`mallinfo2`) and, once that has grown by `TRIM_AT` since the
 last trim, gives the free pages back (`malloc_trim(0)`). Measured before and after in
 docs/operations.md ("Memory handed back"). On a C library without these calls (musl), it does
-nothing.
+nothing. Under jemalloc (`pushserver.reexec`), which keeps no free pages past its decay time,
+the check asks it to give back those due (`Jemalloc.decay`) instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import logging
 
+from .allocator import Jemalloc, describe
 from .process import rss_bytes
 
 log = logging.getLogger("pushserver")
@@ -54,10 +56,13 @@ def _glibc() -> ctypes.CDLL | None:
 class Trimmer:
     """Gives the C allocator's free pages back when it holds `TRIM_AT` more than it did."""
 
-    __slots__ = ("floor", "libc", "returned", "trims")
+    __slots__ = ("allocator", "floor", "jemalloc", "libc", "returned", "trims")
 
     def __init__(self) -> None:
-        self.libc = _glibc()
+        self.allocator = describe()
+        """What `/stats` shows: the allocators this process runs on."""
+        self.jemalloc = Jemalloc.running()
+        self.libc = None if self.jemalloc else _glibc()
         self.trims = 0
         self.returned = 0
         """Bytes of RSS the trims gave back, summed."""
@@ -70,7 +75,10 @@ class Trimmer:
 
     def check(self) -> None:
         """Trim if glibc holds `TRIM_AT` more free than at its lowest since the last trim (a
-        trim leaves the free chunks free, their pages given back: the count restarts there)."""
+        trim leaves the free chunks free, their pages given back: the count restarts there).
+        Under jemalloc, give back now what its decay has made due."""
+        if self.jemalloc is not None:
+            self.jemalloc.decay()
         if self.libc is None:
             return
         free = self.free()

@@ -69,6 +69,7 @@ def stats(state: ServerState) -> dict[str, Any]:
         "disconnects": dict(hub.stats.disconnects),
         "limits_hit": dict(hub.stats.limits_hit),
         "rss_bytes": rss_bytes(),
+        "allocator": state.trimmer.allocator,
         "malloc_trims": state.trimmer.trims,
         "malloc_trimmed_bytes": state.trimmer.returned,
         "cpu_seconds": round(time.process_time(), 3),

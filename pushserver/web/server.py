@@ -13,6 +13,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from ..config import FILES_RESERVED, ConfigError, Settings
+from ..monitor.allocator import missing
 from ..monitor.gcmonitor import GcMonitor
 from . import logfilter
 from .app import create_app
@@ -140,13 +141,19 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     state = serving.state
+    allocator = state.trimmer.allocator
     log.info(
-        "worker %d listening on %s (%s broker, %s loop)",
+        "worker %d listening on %s (%s broker, %s loop, allocator %s + %s)",
         worker,
         url_for(host, port),
         state.hub.broker.name,
         settings.loop,
+        allocator["python"],
+        allocator["c"],
     )
+    warning = missing(settings.allocator) if worker == 0 else ""
+    if warning:
+        log.warning(warning)
     if on_ready is not None:
         on_ready(url_for(host, port))
     elif worker == 0:
