@@ -2,7 +2,8 @@
 
 `cut_after` draws, for each new connection, how many server-to-client bytes to forward before
 cutting it (None: never), so cuts land anywhere, mid-message included. `stall()` makes every
-current connection stop forwarding without closing it, like a dead mobile link.
+current connection stop forwarding without closing it, like a dead mobile link; `hold()` and
+`resume()` do it for a while, like a slow one, the bytes held forwarded in order after.
 """
 
 from __future__ import annotations
@@ -69,6 +70,15 @@ class TcpProxy:
         for link in self._links:
             link.stalled.set()
 
+    def hold(self) -> None:
+        """Forward nothing more on any connection until `resume()`, keeping what arrives."""
+        for link in self._links:
+            link.flowing.clear()
+
+    def resume(self) -> None:
+        for link in self._links:
+            link.flowing.set()
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         try:
@@ -107,6 +117,7 @@ class TcpProxy:
                     first = None
                 if link.stalled.is_set():
                     await asyncio.Future()  # hold the bytes and the connection forever
+                await link.flowing.wait()
                 if budget is not None and len(data) >= budget:
                     dst.write(data[:budget])
                     await dst.drain()
@@ -120,9 +131,12 @@ class TcpProxy:
 
 
 class _Link:
-    """One proxied connection: its two pumps, its stall switch, and whether it is over."""
+    """One proxied connection: its two pumps, its stall and hold switches, and whether it is
+    over."""
 
     def __init__(self) -> None:
         self.pumps: list[asyncio.Task] = []
         self.stalled = asyncio.Event()
+        self.flowing = asyncio.Event()
+        self.flowing.set()
         self.done = asyncio.Event()

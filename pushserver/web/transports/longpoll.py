@@ -214,7 +214,10 @@ class PlainPoll(Poll):
         cursor is where its channel is (nothing to answer with, so nothing to look up), or
         answer at once with what the channel has had since (the same answer for every client
         at that cursor, built once) and keep it again. Else let it go and return False: the
-        request is then served as a new poll."""
+        request is then served as a new poll. So is a cursor this node cannot judge from what
+        it holds: behind a load balancer, a connection's next poll may carry a cursor another
+        node gave, past what this one has had from the broker yet; a new poll asks the broker
+        (and refuses a cursor that is bad indeed)."""
         ch = self.single
         conn = self.conn
         state = conn.state
@@ -240,6 +243,8 @@ class PlainPoll(Poll):
             body = request.missed.body(self, cursor)
             if state.draining:
                 raise draining()
+        except InvalidInput:
+            body = None
         except PushError:
             self.let_go()
             raise

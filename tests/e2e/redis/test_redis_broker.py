@@ -7,9 +7,11 @@ ports (see redis_fixture.py).
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from pushserver.launcher import ServerProcess
 
 from ...redis_fixture import RedisServer, redis_server_fixture, script_stats  # noqa: F401
+from ...tcpproxy import TcpProxy
 from ...wire import TRANSPORTS, Subscriber, publish, publish_batch, take, wait_for_subscribers
 from ..transports.test_core_transports import head_cursor
 
@@ -361,3 +364,65 @@ async def test_node_listens_only_to_channels_with_local_subscribers(
         await listeners_become("alpha", 0)
         assert watch.pubsub_channels() == []
     watch.close()
+
+
+def _ask(writer: asyncio.StreamWriter, channel: str, cursor: str) -> None:
+    """A keep-alive long-poll of `channel` from `cursor` on a raw connection, written to the
+    socket now: the same head each time but for the cursor, so the node serves a repeat from
+    the poll it kept."""
+    query = f"timeout=10&cursor={quote(cursor, safe='')}"
+    writer.write(f"GET /lp/{channel}?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+
+
+async def _answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
+    status = int((await reader.readline()).split()[1])
+    length = 0
+    while (line := await reader.readline()) != b"\r\n":
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return status, json.loads(await reader.readexactly(length))
+
+
+async def test_a_kept_poll_asked_from_a_cursor_this_node_has_not_seen_yet_reads_redis(
+    redis_server: RedisServer, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """Behind a load balancer a node's kept connection carries re-polls whose cursor another
+    node gave, ahead of what this node has had notified. The poll it kept answers only cursors
+    it can judge; this one is served as a new poll, which reads Redis, not refused
+    `bad_cursor`. B's Redis connections pass a proxy held while A publishes and B is asked, so
+    B learns of the messages only from Redis, after; the next message reaches the poll."""
+    async with TcpProxy(redis_server.port) as proxy, aiohttp.ClientSession() as s:
+        a = server_factory(*node_args(redis_server))
+        b = await asyncio.to_thread(  # the proxy runs in this loop while B connects through it
+            server_factory, "--redis", f"redis://127.0.0.1:{proxy.port}/0"
+        )
+        start = await head_cursor(s, a.url, "kept")
+        await publish(s, a.url, "kept", 1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+        try:
+            _ask(writer, "kept", start)
+            status, body = await _answer(reader)
+            assert (status, [m["id"] for m in body["messages"]]) == (200, [1])
+            _ask(writer, "kept", body["cursor"])  # held, then answered: kept for the next
+            await wait_for_subscribers(s, b.url, "kept", 1)
+            await publish(s, a.url, "kept", 2)
+            status, body = await _answer(reader)
+            assert (status, [m["id"] for m in body["messages"]]) == (200, [2])
+            proxy.hold()
+            try:
+                for n in (3, 4):
+                    await publish(s, a.url, "kept", n)
+                async with s.get(f"{a.url}/lp/kept", params={"cursor": body["cursor"]}) as r:
+                    ahead = (await r.json())["cursor"]
+                _ask(writer, "kept", ahead)
+                async with s.get(f"{b.url}/none") as r:  # B has read the re-poll by now
+                    assert r.status == 404
+            finally:
+                proxy.resume()
+            await publish(s, a.url, "kept", 5)
+            status, body = await _answer(reader)
+            assert status == 200, body
+            assert [(m["id"], m["data"]) for m in body["messages"]] == [(5, 5)]
+        finally:
+            writer.close()
