@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from .ages import FANOUT_AGE_BOUNDS, Ages
 from .broker import Broker, ChannelInfo, Item
 from .channel import Channel
 from .fanout import Fanout
@@ -42,10 +43,12 @@ NO_POSITIONS: Mapping[str, Position] = {}
 class HubStats:
     """Plain counters read by /stats and the Prometheus collector, free to bump on the hot path."""
 
-    __slots__ = ("delivered", "disconnects", "limits_hit", "messages_in", "started")
+    __slots__ = ("delivered", "disconnects", "fanout_ages", "limits_hit", "messages_in", "started")
 
     def __init__(self) -> None:
         self.messages_in = 0
+        self.fanout_ages = Ages(FANOUT_AGE_BOUNDS)
+        """Each one-channel fan-out's age (its first message's publish to its writes)."""
         self.delivered: Counter[str] = Counter()
         self.disconnects: Counter[str] = Counter()
         self.limits_hit: Counter[str] = Counter()
@@ -61,11 +64,8 @@ class Hub:
         broker: Broker,
         max_buffer_bytes: int,
         max_flush_delay: float = 0.0,
-        observe_fanout: Callable[[float], None] = lambda seconds: None,
     ) -> None:
         self.broker = broker
-        self.observe_fanout = observe_fanout
-        """Told each flushed batch's age (publish to write), for the latency histogram."""
         self.channels: dict[str, LocalChannel] = {}
         self.streams: set[StreamSubscriber] = set()
         self.waiters: set[Waiter] = set()
