@@ -20,7 +20,7 @@ from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from .ages import FANOUT_AGE_BOUNDS, Ages
-from .broker import Broker, ChannelInfo, Item
+from .broker import Broker, ChannelInfo, Item, new_item
 from .channel import Channel
 from .fanout import Fanout
 from .history import ChannelHistory
@@ -79,7 +79,9 @@ class Hub:
         """Publish through the broker; each message with the local audience it reached. A plain
         `(channel, data)` pair is an item without an idempotency key. Counted while the broker
         holds it, so a shutdown closes the broker only once it has answered (`answered`)."""
-        out = self.broker.publish([Item(*item) for item in items])
+        out = self.broker.publish(
+            [item if len(item) == 3 else new_item((*item, None)) for item in items]
+        )
         if isinstance(out, list):
             published = [(m, self.audience(m.channel)) for m in out]
             # One yield lets the flush write to subscribers before the publisher's answer is
