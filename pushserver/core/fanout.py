@@ -27,6 +27,7 @@ import itertools
 import logging
 import math
 import time
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -76,6 +77,7 @@ class Fanout:
     ) -> None:
         self.hub = hub
         self.stats = hub.stats
+        self.ages = hub.stats.fanout_ages
         self.max_buffer_bytes = max_buffer_bytes
         self.max_flush_delay = max_flush_delay
         self.flush_delay = 0.0
@@ -178,7 +180,9 @@ class Fanout:
                     cut.append(sub)
         if ch.waiters:
             self._answer_waiters(ch, singles, cursors)
-        self.hub.observe_fanout(time.time() - messages[0].ts)
+        age, ages = time.time() - messages[0].ts, self.ages
+        ages.counts[bisect_left(ages.bounds, age)] += 1
+        ages.total += age
 
     def _fan_out_deflated(
         self,

@@ -19,7 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from .broker import Broker, ChannelInfo, Item
+from .ages import FANOUT_AGE_BOUNDS, Ages
+from .broker import Broker, ChannelInfo, Item, new_item
 from .channel import Channel
 from .fanout import Fanout
 from .history import ChannelHistory
@@ -42,10 +43,12 @@ NO_POSITIONS: Mapping[str, Position] = {}
 class HubStats:
     """Plain counters read by /stats and the Prometheus collector, free to bump on the hot path."""
 
-    __slots__ = ("delivered", "disconnects", "limits_hit", "messages_in", "started")
+    __slots__ = ("delivered", "disconnects", "fanout_ages", "limits_hit", "messages_in", "started")
 
     def __init__(self) -> None:
         self.messages_in = 0
+        self.fanout_ages = Ages(FANOUT_AGE_BOUNDS)
+        """Each one-channel fan-out's age (its first message's publish to its writes)."""
         self.delivered: Counter[str] = Counter()
         self.disconnects: Counter[str] = Counter()
         self.limits_hit: Counter[str] = Counter()
@@ -61,11 +64,8 @@ class Hub:
         broker: Broker,
         max_buffer_bytes: int,
         max_flush_delay: float = 0.0,
-        observe_fanout: Callable[[float], None] = lambda seconds: None,
     ) -> None:
         self.broker = broker
-        self.observe_fanout = observe_fanout
-        """Told each flushed batch's age (publish to write), for the latency histogram."""
         self.channels: dict[str, LocalChannel] = {}
         self.streams: set[StreamSubscriber] = set()
         self.waiters: set[Waiter] = set()
@@ -79,7 +79,9 @@ class Hub:
         """Publish through the broker; each message with the local audience it reached. A plain
         `(channel, data)` pair is an item without an idempotency key. Counted while the broker
         holds it, so a shutdown closes the broker only once it has answered (`answered`)."""
-        out = self.broker.publish([Item(*item) for item in items])
+        out = self.broker.publish(
+            [item if len(item) == 3 else new_item((*item, None)) for item in items]
+        )
         if isinstance(out, list):
             published = [(m, self.audience(m.channel)) for m in out]
             # One yield lets the flush write to subscribers before the publisher's answer is

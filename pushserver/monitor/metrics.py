@@ -1,22 +1,48 @@
 """Prometheus metrics. Hot-path counters are plain ints in the hub, read at scrape time by a
-collector, so fan-out pays nothing for them; only latencies are observed as they happen."""
+collector, so fan-out pays nothing for them; so is the fan-out's latency histogram (counted by
+bucket in the hub, `core.ages`). Only the collector's pauses are observed as they happen."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
+from ..core.ages import Ages
 from ..core.hub import Hub
 
-LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 GC_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
 
 Counts = tuple[Sequence[str], Mapping[str, int]]
 """The transports' names, and the connections held by transport (kept by the web layer, which
 admits them), read at each scrape."""
+
+
+class AgesCollector(Collector):
+    """A histogram of `Ages` counted by the hub, in the samples a labelled prometheus-client
+    `Histogram` gives: its buckets, count and sum, and its `_created` gauge unless
+    `PROMETHEUS_DISABLE_CREATED_SERIES` turns those off (the library's documented switch)."""
+
+    def __init__(self, name: str, doc: str, ages: Ages, labels: dict[str, str]) -> None:
+        self.name, self.doc, self.ages, self.labels = name, doc, ages, labels
+        created = os.environ.get("PROMETHEUS_DISABLE_CREATED_SERIES", "False")
+        self.created = None if created.lower() in ("true", "1", "t") else time.time()
+
+    def collect(self) -> Iterator:
+        names, values = list(self.labels), list(self.labels.values())
+        histogram = HistogramMetricFamily(self.name, self.doc, labels=names)
+        buckets = [(floatToGoString(b), n) for b, n in self.ages.cumulative()]
+        histogram.add_metric(values, buckets, self.ages.total)
+        yield histogram
+        if self.created is not None:
+            created = GaugeMetricFamily(f"{self.name}_created", self.doc, labels=names)
+            created.add_metric(values, self.created)
+            yield created
 
 
 class HubCollector(Collector):
@@ -106,13 +132,14 @@ class Metrics:
     ) -> None:
         labels = {"worker": str(worker)}
         self.registry = CollectorRegistry()
-        self.fanout = Histogram(
-            "pushserver_publish_to_write_seconds",
-            "Time from publish to the last subscriber write of a fan-out",
-            labelnames=list(labels),
-            buckets=LATENCY_BUCKETS,
-            registry=self.registry,
-        ).labels(**labels)
+        self.registry.register(
+            AgesCollector(
+                "pushserver_publish_to_write_seconds",
+                "Time from publish to the last subscriber write of a fan-out",
+                hub.stats.fanout_ages,
+                labels,
+            )
+        )
         self.gc_pause = Histogram(
             "pushserver_gc_pause_seconds",
             "Cyclic garbage collector pauses",

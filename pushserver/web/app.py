@@ -170,7 +170,6 @@ async def create_app(settings: Settings, worker: int = 0) -> web.Application:
             "malloc_trimmed_bytes": trimmer.returned,
         },
     )
-    hub.observe_fanout = metrics.fanout.observe
     gc.install(settings.gc_thresholds)
     middlewares: list[Middleware] = [json_errors]
     if settings.trusted_networks:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import orjson
 
 from ..config import Settings
-from ..core.broker import Item
+from ..core.broker import Item, new_item
 from ..core.errors import InvalidInput, TooLarge, broker_down, draining
 from ..core.idempotency import check_key
 from ..core.messages import Message
@@ -55,7 +55,7 @@ def encode_data(body: bytes, as_json: bool) -> bytes:
 def one_item(channel: str, body: bytes, key: str | None, as_json: bool) -> list[Item]:
     """`POST /pub/{channel}`'s message once its body is read (`channel` already checked)."""
     key = check_key(key, "Idempotency-Key")
-    return [Item(channel, encode_data(body, as_json), key)]
+    return [new_item((channel, encode_data(body, as_json), key))]
 
 
 def batch_items(body: bytes, settings: Settings, header_key: str | None) -> list[Item]:
@@ -88,7 +88,7 @@ def batch_items(body: bytes, settings: Settings, header_key: str | None) -> list
                 "too_large", f"item {n} is larger than {settings.max_message_bytes} bytes"
             )
         key = check_key(item.get("idempotency_key"), f"item {n}'s idempotency_key")
-        batch.append(Item(parse_channel(item["channel"]), data, key))
+        batch.append(new_item((parse_channel(item["channel"]), data, key)))
     return batch
 
 

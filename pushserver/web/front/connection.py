@@ -51,8 +51,6 @@ if TYPE_CHECKING:
     from .repoll import Kept, Repeat
 
 log = logging.getLogger("pushserver")
-JSON_ONLY = (answer.JSON,)
-"""The headers of a prebuilt plain JSON answer (`answer.whole`'s key: made once, not per 201)."""
 
 
 class Connection(Repolls, Bodies):
@@ -291,7 +289,7 @@ class Connection(Repolls, Bodies):
         if headers is answer.JSON_ONLY and body and head.method != "HEAD" and self.front.bare(head):
             out = self.out  # `send`, a call fewer on every publish's 201
             if not out.is_closing():
-                out.write(answer.whole(status, JSON_ONLY, head.version, keep_alive, body))
+                out.write(answer.json_whole(status, head.version, keep_alive, body))
         else:
             self.answer(head, status, headers, body)
         self.finish(keep_alive)

@@ -17,8 +17,8 @@ SERVER = f"pushserver/{__version__}"
 NO_CACHE = ("Cache-Control", "no-cache, no-store")
 JSON = ("Content-Type", "application/json")
 JSON_ONLY = [JSON]
-"""The headers of a plain JSON answer, answered from a prebuilt head when nothing is added to
-it (`Connection.reply` knows it by identity: never modified)."""
+"""The headers of a plain JSON answer, answered from a prebuilt head (`json_whole`) when
+nothing is added to it (`Connection.reply` knows it by identity: never modified)."""
 CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 _date = ["", 0]
 
@@ -94,6 +94,23 @@ def whole(
     """`head` and `body` together, from a head made once per kind of answer (only the length
     and the date are filled in)."""
     template = _template(status, headers, version, keep_alive)
+    return template % (len(body), http_date().encode()) + body
+
+
+_JSON_HEADS: dict[int, dict[str, dict[bool, bytes]]] = {}
+"""`_template(status, (JSON,), version, keep_alive)` by status, version and keep-alive."""
+
+
+def json_whole(status: int, version: str, keep_alive: bool, body: bytes) -> bytes:
+    """`whole(status, (JSON,), version, keep_alive, body)`, its head found by keys whose hashes
+    are at hand (an int, a string's cached hash, a bool), not by hashing a tuple of header
+    tuples per answer: every publisher's 201 (docs/performance.md, "The publish path trimmed
+    again", issue 35's sixth part)."""
+    try:
+        template = _JSON_HEADS[status][version][keep_alive]
+    except KeyError:
+        by_version = _JSON_HEADS.setdefault(status, {}).setdefault(version, {})
+        template = by_version[keep_alive] = _template(status, (JSON,), version, keep_alive)
     return template % (len(body), http_date().encode()) + body
 
 

@@ -25,6 +25,18 @@ def test_whole_is_head_and_body(version: str, keep_alive: bool, status: int) -> 
         assert answer.whole(status, headers, version, keep_alive, body) == expected
 
 
+@pytest.mark.parametrize("version", ["1.0", "1.1"])
+@pytest.mark.parametrize("keep_alive", [True, False])
+@pytest.mark.parametrize("status", [201, 200, 202])
+def test_a_json_answer_is_the_whole_answer_made_and_found_again(
+    version: str, keep_alive: bool, status: int
+) -> None:
+    for body in (b"", b'{"channel":"a","id":1,"subscribers":0}', b"%d%s" * 9000):
+        expected = answer.whole(status, (answer.JSON,), version, keep_alive, body)
+        assert answer.json_whole(status, version, keep_alive, body) == expected  # made
+        assert answer.json_whole(status, version, keep_alive, body) == expected  # found
+
+
 def test_the_long_poll_answer_is_the_plain_whole_answer() -> None:
     body = b'{"messages":[],"cursor":""}'
     plain = answer.whole(200, (answer.NO_CACHE, answer.JSON), "1.1", True, body)
