@@ -223,16 +223,28 @@ end
 # starts key, trusted lineages, then name, data, idempotency key ('' = none) per item.
 # An item whose key is remembered is not published: its original epoch, id and ts come back,
 # flagged 1. Checking and remembering the key in the same script as the publish is what makes
-# a retry after an unknown outcome safe. Each channel gets one notification for all the
-# messages the call published to it (consecutive ids: the script runs alone), in the order the
-# channels first appear, so a call's messages reach every node together (`notification`).
+# a retry after an unknown outcome safe. Its message is notified again while the history holds
+# it in that epoch: the outcome was unknown because its notification may not have been sent,
+# and a node that had it already drops the repeat (`ordering.Order.offer`). Each channel gets
+# one notification for all the messages the call published to it (consecutive ids: the script
+# runs alone), in the order the channels first appear, so a call's messages reach every node
+# together (`notification`).
 # NOTIFY: the command that sends them (PUBLISH, or SPUBLISH in a cluster); when empty they come
 # back instead, for the caller to send once replicas hold the call (`WAIT`). TOPIC: the Lua of
 # a channel's notification topic (`Keys.lua_topic`). Reply: the results, and when NOTIFY is
 # empty {results, {topic, payload, ...}} (a reply of one level less to read on every publish).
 PUBLISH_LUA_TEMPLATE = """
-local out, notes, order, pubs = {}, {}, {}, {}
+local out, notes, order, pubs, again = {}, {}, {}, {}, {}
 local starts, forgotten, kept = KEYS[#KEYS - 1], KEYS[#KEYS], tonumber(ARGV[7])
+local function send(name, payload)
+  local topic = TOPIC
+  if 'NOTIFY' == '' then
+    pubs[#pubs + 1] = topic
+    pubs[#pubs + 1] = payload
+  else
+    redis.call('NOTIFY', topic, payload)
+  end
+end
 for k = 1, (#ARGV - 8) / 3 do
   local meta, hist, seen_key = KEYS[3 * k - 2], KEYS[3 * k - 1], KEYS[3 * k]
   local name, data, keyed = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k] ~= ''
@@ -242,6 +254,14 @@ for k = 1, (#ARGV - 8) / 3 do
   end
   if seen[1] then
     out[k] = {seen[1], seen[2], seen[3], 1}
+    if redis.call('HGET', meta, 'e') == seen[1] then
+      local entry = redis.call('XRANGE', hist, seen[2] .. '-0', seen[2] .. '-0')[1]
+      if entry then
+        local stored = entry[2][4]
+        again[#again + 1] = {name, seen[1] .. '\\n' .. seen[2] .. '\\n' .. seen[3] .. '\\n'
+          .. #stored .. '\\n' .. stored}
+      end
+    end
   else
     local epoch = epoch_of(meta, hist, ARGV[1], name, starts, forgotten, kept, ARGV[8])
     local id = redis.call('HINCRBY', meta, 'i', 1)
@@ -266,14 +286,10 @@ end
 for _, name in ipairs(order) do
   local note = notes[name]
   local head = note[1] .. '\\n' .. note[2] .. '\\n' .. ARGV[5] .. '\\n'
-  local topic = TOPIC
-  local payload = head .. table.concat(note[3], ' ') .. '\\n' .. table.concat(note[4])
-  if 'NOTIFY' == '' then
-    pubs[#pubs + 1] = topic
-    pubs[#pubs + 1] = payload
-  else
-    redis.call('NOTIFY', topic, payload)
-  end
+  send(name, head .. table.concat(note[3], ' ') .. '\\n' .. table.concat(note[4]))
+end
+for _, item in ipairs(again) do
+  send(item[1], item[2])
 end
 if 'NOTIFY' == '' then
   return {out, pubs}

@@ -346,7 +346,8 @@ async def test_a_notification_refused_after_its_publish_is_stored_is_an_unknown_
     notification (here through an ACL that denies SPUBLISH, a refusal the cluster can be put
     in at will; CLUSTERDOWN or a MOVED to a primary the node does not know end the same way):
     the publish was made, so it is answered 504 `outcome_unknown`, never 503 "not published",
-    and its keyed retry finds it. Subscribers get every message once, in order."""
+    and its keyed retry finds it and notifies it again. Subscribers get every message once, in
+    order, the stored one without waiting for the channel's next."""
     a, b = cluster_node(server_factory, redis_cluster), cluster_node(server_factory, redis_cluster)
     channel = channel_in_slot(SLOTS[1])
     owner = redis_cluster.owner(SLOTS[1])
@@ -364,10 +365,14 @@ async def test_a_notification_refused_after_its_publish_is_stored_is_an_unknown_
         finally:
             owner.call("ACL", "SETUSER", "default", "+spublish")
         assert await keyed(s, a, channel, 1, strict=True) == 2  # the stored one
+        for sub in subs:  # notified by the retry, not left until the channel's next message
+            got = await delivered(sub, 2, b)
+            assert [e["data"] for e in got] == [0, 1], sub.transport
+        assert await keyed(s, a, channel, 1, strict=True) == 2  # a repeat reaches nobody twice
         assert await keyed(s, a, channel, 2, strict=True) == 3
         for sub in subs:
-            got = await delivered(sub, 3, b)
-            assert [e["data"] for e in got] == [0, 1, 2], sub.transport
+            got = await delivered(sub, 1, b)
+            assert [e["data"] for e in got] == [2], sub.transport
 
 
 async def test_publishes_to_many_slots_of_one_primary_go_one_script_call_per_slot(
