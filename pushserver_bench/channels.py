@@ -51,15 +51,20 @@ def rss(pid: int) -> int:
         return int(f.read().split()[1]) * PAGE
 
 
-def stats(endpoint: Endpoint) -> dict:
+def _get(endpoint: Endpoint, path: str) -> bytes:
+    """The body of `GET path`; anything but 200 ends the run, saying what was answered."""
     conn = Connection(endpoint)
     try:
-        head, body = conn.request("GET", "/stats")
+        head, body = conn.request("GET", path)
     finally:
         conn.close()
     if head.status != 200:
-        raise SystemExit(f"/stats answered {head.status}: {body[:200]!r}")
-    answer = json.loads(body)
+        raise SystemExit(f"{path} answered {head.status}: {body[:200]!r}")
+    return body
+
+
+def stats(endpoint: Endpoint) -> dict:
+    answer = json.loads(_get(endpoint, "/stats"))
     assert isinstance(answer, dict)
     return answer
 
@@ -67,13 +72,7 @@ def stats(endpoint: Endpoint) -> dict:
 def full_collections(endpoint: Endpoint) -> tuple[int, float]:
     """The server's full collections so far and their pauses summed, in seconds
     (`pushserver_gc_pause_seconds{generation="2"}` in `/metrics`)."""
-    conn = Connection(endpoint)
-    try:
-        head, body = conn.request("GET", "/metrics")
-    finally:
-        conn.close()
-    if head.status != 200:
-        raise SystemExit(f"/metrics answered {head.status}: {body[:200]!r}")
+    body = _get(endpoint, "/metrics")
     count, total = 0, 0.0
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
