@@ -12,7 +12,7 @@ from urllib.parse import quote
 from . import __version__, reexec, token_cli
 from .config import ConfigError, Settings, add_arguments, load
 from .core.tokens import weak_secret
-from .monitor.allocator import jemalloc_library
+from .monitor.allocator import jemalloc_library, wanted
 from .redis_urls import parse_redis_url, redacted
 from .usage import OneLineParser
 
@@ -86,11 +86,11 @@ def summary(settings: Settings) -> str:
     )
 
 
-def serve_on_jemalloc(setting: str) -> None:
+def serve_on_jemalloc(allocator: str) -> None:
     """Replace this process with the same command on jemalloc when `reexec` says so; return
     otherwise."""
-    library = jemalloc_library() if setting == "auto" else ""
-    chosen = reexec.environment(setting, os.environ, library)
+    library = jemalloc_library() if allocator == "jemalloc" else ""
+    chosen = reexec.environment(allocator, os.environ, library)
     if chosen is not None:
         reexec.replace(chosen)
 
@@ -114,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(summary(settings))
         return
     if from_command_line:
-        serve_on_jemalloc(settings.allocator)
+        serve_on_jemalloc(wanted(settings.allocator, bool(settings.redis)))
     logging.basicConfig(
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -58,10 +58,11 @@ class Settings:
     loop: str = _setting("uvloop", "event loop implementation", choices=("uvloop", "asyncio"))
     allocator: str = _setting(
         "auto",
-        "memory allocator: auto = jemalloc when installed, which gives freed memory back by "
-        "itself (the command restarts its interpreter on it; PYTHONMALLOC or LD_PRELOAD set by "
-        "the operator are kept), else Python's own; pymalloc = Python's own",
-        choices=("auto", "pymalloc"),
+        "memory allocator: auto = jemalloc with --redis when installed, which gives the memory "
+        "of a flood of channels back by itself (the command restarts its interpreter on it; "
+        "PYTHONMALLOC or LD_PRELOAD set by the operator are kept), else Python's own; "
+        "jemalloc = jemalloc with either broker; pymalloc = Python's own",
+        choices=("auto", "jemalloc", "pymalloc"),
     )
     workers: int = _setting(
         1, "server processes on one port (SO_REUSEPORT); more than 1 needs --redis"

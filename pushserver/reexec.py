@@ -1,5 +1,6 @@
-"""The `pushserver` command serves on jemalloc: it replaces its interpreter, once and before it
-serves, with one that has jemalloc preloaded and takes every object from `malloc`.
+"""The `pushserver` command serves on jemalloc with the Redis broker (or when asked): it
+replaces its interpreter, once and before it serves, with one that has jemalloc preloaded and
+takes every object from `malloc`.
 
 Python's small-object allocator gives a 1 MiB arena back only once every block in it is free,
 and after a flood of fresh channels on the Redis broker a few hundred long-lived blocks keep a
@@ -9,8 +10,9 @@ reads `PYTHONMALLOC` only as it starts, and a process's `malloc` is replaced onl
 dynamic linker as a program starts (`LD_PRELOAD`, ld.so(8)), so the choice is an `execve` of
 the same command line (the process keeps its id, its open files and its parent).
 
-Done only with `--allocator auto`, when the operator set neither `PYTHONMALLOC` nor
-`LD_PRELOAD` (theirs are kept as they are) and the dynamic linker knows jemalloc; otherwise
+Done only when `--allocator` wants jemalloc (`monitor.allocator.wanted`: `auto` with `--redis`,
+or `jemalloc`), the operator set neither `PYTHONMALLOC` nor `LD_PRELOAD` (theirs are kept as
+they are) and the dynamic linker knows jemalloc; otherwise
 the server serves in the interpreter it was started in, and says which (`/stats` `allocator`,
 its ready log line).
 """
@@ -25,11 +27,11 @@ OPERATORS = ("PYTHONMALLOC", "LD_PRELOAD")
 """Variables that, set by the operator, leave the allocator as they chose it."""
 
 
-def environment(setting: str, environ: Mapping[str, str], library: str) -> dict[str, str] | None:
+def environment(allocator: str, environ: Mapping[str, str], library: str) -> dict[str, str] | None:
     """The environment to serve in on jemalloc (`library`), or None to serve as started: the
-    setting says `pymalloc`, the operator chose (one of `OPERATORS` set; after the `execve`,
-    this module's own choice), or jemalloc is not installed."""
-    if setting != "auto" or not library or any(environ.get(name) for name in OPERATORS):
+    allocator wanted is `pymalloc`, the operator chose (one of `OPERATORS` set; after the
+    `execve`, this module's own choice), or jemalloc is not installed."""
+    if allocator != "jemalloc" or not library or any(environ.get(name) for name in OPERATORS):
         return None
     return {**environ, "PYTHONMALLOC": "malloc", "LD_PRELOAD": library}
 

@@ -24,6 +24,17 @@ def jemalloc_library() -> str:
     return ctypes.util.find_library("jemalloc") or ""
 
 
+def wanted(setting: str, redis: bool) -> str:
+    """The allocator `--allocator` asks for, `jemalloc` or `pymalloc`. `auto` is jemalloc on the
+    Redis broker, where Python's own keeps a flood's arenas resident, and Python's own on the
+    memory broker, where a flood's memory comes back on either and a held subscriber costs
+    0.14 KB less on Python's own (docs/performance.md, "Memory handed back on Redis: four
+    allocators side by side")."""
+    if setting == "auto":
+        return "jemalloc" if redis else "pymalloc"
+    return setting
+
+
 def python_allocator() -> str:
     """The interpreter's allocator as it started: `PYTHONMALLOC`, unless the environment was
     ignored (`-E`, `-I`), else its default."""
@@ -86,9 +97,9 @@ def describe() -> dict[str, str]:
     return {"python": python_allocator(), "c": c_allocator()}
 
 
-def missing(setting: str) -> str:
-    """What to warn of when `--allocator` asks for jemalloc and it is not installed ("")."""
-    if setting != "auto" or jemalloc_library():
+def missing(allocator: str) -> str:
+    """What to warn of when the allocator `wanted` is jemalloc and it is not installed ("")."""
+    if allocator != "jemalloc" or jemalloc_library():
         return ""
     return (
         "jemalloc is not installed: serving on Python's own allocator, which gives less memory "

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from ..config import FILES_RESERVED, ConfigError, Settings
-from ..monitor.allocator import missing
+from ..monitor.allocator import missing, wanted
 from ..monitor.gcmonitor import GcMonitor
 from . import logfilter
 from .app import create_app
@@ -151,7 +151,7 @@ async def serve(
         allocator["python"],
         allocator["c"],
     )
-    warning = missing(settings.allocator) if worker == 0 else ""
+    warning = missing(wanted(settings.allocator, bool(settings.redis))) if worker == 0 else ""
     if warning:
         log.warning(warning)
     if on_ready is not None:

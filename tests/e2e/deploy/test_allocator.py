@@ -1,5 +1,6 @@
-"""The allocator a server runs on, started as an operator starts it: on jemalloc when it is
-installed (`pushserver.reexec`), what the operator chose otherwise, said in `/stats`; and on
+"""The allocator a server runs on, started as an operator starts it: on jemalloc with the Redis
+broker when it is installed (`pushserver.reexec`), Python's own with the memory broker, what
+the operator chose otherwise, said in `/stats`; and on
 Redis the memory a flood of fresh channels took comes back within issue 36's bound
 (1.25 x the baseline + 20 MB), judged once the server holds no channel."""
 
@@ -66,16 +67,28 @@ class Command(ServerProcess):
 
 @needs_jemalloc
 @pytest.mark.parametrize("kind", [ServerProcess, Command])
-def test_a_server_started_plainly_runs_on_jemalloc_in_the_same_process(
-    started: list[ServerProcess], kind: type[ServerProcess]
+def test_a_server_started_plainly_on_redis_runs_on_jemalloc_in_the_same_process(
+    started: list[ServerProcess], kind: type[ServerProcess], redis_server: RedisServer
 ) -> None:
-    srv = start(started, kind())
+    srv = start(started, kind(["--redis", redis_server.url]))
     got = stats(srv)
     assert got["allocator"]["python"] == "malloc"
     assert got["allocator"]["c"].startswith("jemalloc ")
     assert srv.proc is not None and got["pid"] == srv.proc.pid  # replaced, not a child
     assert any("allocator malloc + jemalloc " in line for line in srv.output)
     assert not any("not installed" in line for line in srv.output)
+
+
+@needs_jemalloc
+def test_the_memory_broker_runs_on_python_s_own_unless_jemalloc_is_asked_for(
+    started: list[ServerProcess],
+) -> None:
+    got = stats(start(started, ServerProcess()))
+    assert got["allocator"]["python"] == "pymalloc"
+    assert not got["allocator"]["c"].startswith("jemalloc")
+    got = stats(start(started, ServerProcess(["--allocator", "jemalloc"])))
+    assert got["allocator"]["python"] == "malloc"
+    assert got["allocator"]["c"].startswith("jemalloc ")
 
 
 @pytest.mark.parametrize(
@@ -88,16 +101,23 @@ def test_a_server_started_plainly_runs_on_jemalloc_in_the_same_process(
     ],
 )
 def test_the_operator_keeps_python_or_glibc_by_a_setting_or_their_own_variables(
-    started: list[ServerProcess], args: list[str], env: dict[str, str], python: str
+    started: list[ServerProcess],
+    redis_server: RedisServer,
+    args: list[str],
+    env: dict[str, str],
+    python: str,
 ) -> None:
-    got = stats(start(started, ServerProcess(args, env=env)))
+    got = stats(start(started, ServerProcess([*args, "--redis", redis_server.url], env=env)))
     assert got["allocator"]["python"] == python
     assert not got["allocator"]["c"].startswith("jemalloc")
 
 
 @needs_jemalloc
-def test_a_preload_the_operator_set_is_kept_as_it_is(started: list[ServerProcess]) -> None:
-    got = stats(start(started, ServerProcess(env={"LD_PRELOAD": LIBRARY})))
+def test_a_preload_the_operator_set_is_kept_as_it_is(
+    started: list[ServerProcess], redis_server: RedisServer
+) -> None:
+    srv = ServerProcess(["--redis", redis_server.url], env={"LD_PRELOAD": LIBRARY})
+    got = stats(start(started, srv))
     assert got["allocator"]["python"] == "pymalloc"  # not made malloc behind their back
     assert got["allocator"]["c"].startswith("jemalloc ")
 

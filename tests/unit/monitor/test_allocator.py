@@ -32,14 +32,14 @@ def test_this_process_runs_on_what_it_was_started_with(monkeypatch: pytest.Monke
         assert c_allocator().startswith(("glibc ", "libc"))
 
 
-def test_a_missing_jemalloc_is_told_only_when_the_setting_asks_for_it(
+def test_a_missing_jemalloc_is_told_only_when_it_is_wanted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert missing("pymalloc") == ""
-    assert bool(missing("auto")) == (not jemalloc_library())
+    assert bool(missing("jemalloc")) == (not jemalloc_library())
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)  # a machine without it
     assert jemalloc_library() == ""
-    assert "jemalloc is not installed" in missing("auto")
+    assert "jemalloc is not installed" in missing("jemalloc")
     assert missing("pymalloc") == ""
 
 
