@@ -146,14 +146,15 @@ class Hub:
             return None
         return self._held(names)
 
-    def current(self, ch: LocalChannel) -> bool:
+    def current(self, ch: LocalChannel, positions: Mapping[str, Position] = NO_POSITIONS) -> bool:
         """Whether a subscription kept on `ch` may be held again as it is: `ch` is still this
         hub's channel for its name, on the broker's current history of it, and the broker has
-        it at hand and current (`open_now` without the lookups, for a re-poll at the head)."""
+        it at hand and current (`open_now` without the lookups, for a re-poll at the head),
+        caught up with `positions` too (a cursor another node gave may be ahead of this one)."""
         name = ch.name
         if self.channels.get(name) is not ch:
             return False
-        waiting = self.broker.subscribe((name,), NO_POSITIONS)
+        waiting = self.broker.subscribe((name,), positions)
         if waiting is not None:
             waiting.close()
             return False

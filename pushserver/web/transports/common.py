@@ -143,11 +143,18 @@ def forget_cursors() -> None:
     _read_cursor.cache_clear()
 
 
-def backlog_after(state: ServerState, channels: list[LocalChannel], cursor: str) -> list[Event]:
+def backlog_after(
+    state: ServerState, channels: list[LocalChannel], cursor: str
+) -> list[Event] | None:
     """What a subscription on `channels` (all open, none with messages pending) has missed at
-    `cursor`: a gap, then messages; raises InvalidInput for a bad cursor."""
+    `cursor`: a gap, then messages; None when the broker must catch up with `cursor` first (one
+    another node gave, ahead of what this node has had: a new poll waits for it); raises
+    InvalidInput for a bad cursor."""
     names = tuple(ch.name for ch in channels)
-    return state.hub.backlog(channels, _positions(cursor, names), 0)[0]
+    positions, hub = _positions(cursor, names), state.hub
+    if not all(hub.current(ch, positions) for ch in channels):
+        return None
+    return hub.backlog(channels, positions, 0)[0]
 
 
 def parse_subscribe(state: ServerState, head: RequestHead, kind: str) -> Subscribe:

@@ -214,10 +214,9 @@ class PlainPoll(Poll):
         cursor is where its channel is (nothing to answer with, so nothing to look up), or
         answer at once with what the channel has had since (the same answer for every client
         at that cursor, built once) and keep it again. Else let it go and return False: the
-        request is then served as a new poll. So is a cursor this node cannot judge from what
-        it holds: behind a load balancer, a connection's next poll may carry a cursor another
-        node gave, past what this one has had from the broker yet; a new poll asks the broker
-        (and refuses a cursor that is bad indeed)."""
+        request is then served as a new poll. So is a cursor the broker has yet to catch up
+        with: behind a load balancer, a connection's next poll may carry a cursor another node
+        gave, past what this one has had from the broker (`backlog_after`)."""
         ch = self.single
         conn = self.conn
         state = conn.state
@@ -243,8 +242,6 @@ class PlainPoll(Poll):
             body = request.missed.body(self, cursor)
             if state.draining:
                 raise draining()
-        except InvalidInput:
-            body = None
         except PushError:
             self.let_go()
             raise
@@ -310,7 +307,8 @@ class Missed:
 
     def body(self, poll: PlainPoll, cursor: str) -> bytes | None:
         """The answer body for `poll` (a kept one-channel poll of this head) at `cursor`, or
-        None when the channel has nothing for it; raises InvalidInput for a bad cursor."""
+        None when the channel has nothing for it or the broker has yet to catch up with
+        `cursor` (never kept: the next asks again); raises InvalidInput for a bad cursor."""
         ch = poll.single
         assert ch is not None
         last = _one_behind(ch, cursor)
@@ -320,6 +318,8 @@ class Missed:
         if key == self.key:
             return self.answer
         events = backlog_after(poll.conn.state, poll.channels, cursor)
+        if events is None:
+            return None
         answer = poll.answer(events)[0] if events else None
         if answer is None or len(answer) <= MISSED_KEPT_BYTES:
             self.key, self.answer = key, answer
