@@ -80,10 +80,12 @@ class Channel(Generic[S, W]):
         self.sent_id = history.last_id
         self.sent_position = cursor_part(self.name, self.epoch, self.sent_id)
 
-    def backlog(self, position: Position | None, history: int) -> list[Event]:
+    def backlog(
+        self, position: Position | None, history: int, most: int | None = None
+    ) -> list[Event]:
         """What a subscriber joining at `position` must get first: a gap, then messages
         (`ChannelHistory.backlog`, up to what was fanned out); its position after them is
         `sent_position`."""
         if position is not None and position == (self.epoch, self.sent_id):
             return []  # caught up: the usual re-poll, without a look at the history
-        return self.history.backlog(position, history, self.sent_id)
+        return self.history.backlog(position, history, self.sent_id, most)

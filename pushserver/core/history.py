@@ -234,39 +234,58 @@ class ChannelHistory:
                 tally.bytes -= sum(map(len, buffer.large.values()))
             tally.messages -= len(buffer)
 
-    def messages(self, after: int, upto: int) -> list[Message]:
-        """The buffered messages with ids in (`after`, `upto`], oldest first (a head up to
-        `LARGE` bytes copied out of the buffer, a longer one shared)."""
+    def messages(self, after: int, upto: int, most: int | None = None) -> list[Message]:
+        """The buffered messages with ids in (`after`, `upto`], oldest first, the first `most`
+        of them when given (a head up to `LARGE` bytes copied out of the buffer, a longer one
+        shared).
+
+        A long-poll catching up reads up to its answer's bound of these per poll, so the heads
+        are copied out in one piece and the index read as one list, not looked up per message
+        (`Buffer.head` per message was a third of the read)."""
         buffer = self.buffer
         if buffer is None:
             return []
         first = self.first
         low = max(after + 1, first)
         high = min(upto, self.last_id)
-        base = buffer.start - first
-        index, name, epoch, large = buffer.index, self.name, self.epoch, buffer.large
-        out = []
+        if most is not None:
+            high = min(high, low + most - 1)
+        if low > high:
+            return []
+        entry = buffer.start - first + low
+        begin = buffer.head(entry)[0]
+        numbers = buffer.index[entry * STRIDE : (high - first + buffer.start + 1) * STRIDE].tolist()
+        start = buffer.base + begin
+        ends = [int(end) - start for end in numbers[0::STRIDE]]
         with memoryview(buffer.heads) as heads:
-            for id_ in range(low, high + 1):
-                entry = base + id_
-                begin, end = buffer.head(entry)
-                at = entry * STRIDE
-                ts, seq = index[at + 1], int(index[at + 2])
-                head = bytes(heads[begin:end]) if end > begin else large[id_]  # type: ignore[index]
-                out.append(Message.kept(name, epoch, id_, ts, seq, head))
+            chunk = heads[begin : begin + ends[-1]].tobytes()  # one copy, sliced per message
+        name, epoch, large, kept = self.name, self.epoch, buffer.large, Message.kept
+        out = []
+        at = 0
+        for id_, end, ts, seq in zip(  # noqa: B905 (equal lengths; a keyword costs 1.7k a call)
+            range(low, high + 1), ends, numbers[1::STRIDE], numbers[2::STRIDE]
+        ):
+            head = chunk[at:end] if end > at else large[id_]  # type: ignore[index]
+            out.append(kept(name, epoch, id_, ts, int(seq), head))
+            at = end
         return out
 
-    def backlog(self, position: Position | None, count: int, upto: int) -> list[Event]:
+    def backlog(
+        self, position: Position | None, count: int, upto: int, most: int | None = None
+    ) -> list[Event]:
         """What a subscriber joining at `position` must get first: a gap, then messages.
 
         Only messages up to `upto` count (those the hub has fanned out), so one still pending
         reaches the subscriber once, by the fan-out. Without a position: the last `count`.
+        With `most`, only the first `most` of those messages are read (a long-poll's answer
+        carries no more than its bound, and one past it tells it more is waiting), so a poll
+        far behind reads its answer, not the whole history.
         """
         upto = min(upto, self.last_id)
         events: list[Event] = []
         if position is None:
             if count > 0:
-                events.extend(self.messages(upto - count, upto))
+                events.extend(self.messages(upto - count, upto, most))
             return events
         epoch, seen = position
         if seen == 0 and epoch == self.born:
@@ -274,7 +293,8 @@ class ChannelHistory:
         first = min(self.first, upto + 1)
         after_gap = cursor_part(self.name, self.epoch, first - 1)
         if epoch != self.epoch:
-            return [Gap(self.name, 1, first - 1, "epoch", after_gap), *self.messages(0, upto)]
+            gap = Gap(self.name, 1, first - 1, "epoch", after_gap)
+            return [gap, *self.messages(0, upto, most)]
         if seen > self.last_id:
             raise InvalidInput(
                 "bad_cursor",
@@ -283,7 +303,7 @@ class ChannelHistory:
             )
         if seen < first - 1:
             events.append(Gap(self.name, seen + 1, first - 1, "expired", after_gap))
-        events.extend(self.messages(seen, upto))
+        events.extend(self.messages(seen, upto, most))
         return events
 
 

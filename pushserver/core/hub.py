@@ -190,9 +190,14 @@ class Hub:
         return await self.broker.info(name)
 
     def backlog(
-        self, channels: list[LocalChannel], positions: Mapping[str, Position], history: int
+        self,
+        channels: list[LocalChannel],
+        positions: Mapping[str, Position],
+        history: int,
+        most: int | None = None,
     ) -> tuple[list[Event], Cursor]:
-        """Events a new subscription gets first, and its starting cursor.
+        """Events a new subscription gets first (at most `most` messages per channel, when
+        given: `ChannelHistory.backlog`), and its starting cursor.
 
         A cursor from another node may be past what this one has flushed yet: the pending
         messages go out first, so the fan-out cannot hand the new subscriber what it has had.
@@ -206,7 +211,7 @@ class Hub:
         for ch in channels:
             name = ch.name
             position = positions.get(name)
-            mine = ch.backlog(position, history)
+            mine = ch.backlog(position, history, most)
             if position is not None:
                 at[name] = position.part(name)
             elif mine:

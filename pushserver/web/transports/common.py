@@ -44,6 +44,9 @@ class SubscribeRequest:
     """Whether this request still holds its connection slot (counted by `subscribe_request`)."""
     opened: list[LocalChannel] | None = None
     """The channels `open_channels` opened, until a subscriber takes them over."""
+    most: int | None = None
+    """At most this many messages per channel are read for the backlog (`Hub.backlog`): a
+    long-poll's answer carries no more; None for a stream, which gets all of it."""
 
     def hand_over(self) -> None:
         """The slot and the open channels now belong to a registered subscriber, which gives
@@ -144,17 +147,17 @@ def forget_cursors() -> None:
 
 
 def backlog_after(
-    state: ServerState, channels: list[LocalChannel], cursor: str
+    state: ServerState, channels: list[LocalChannel], cursor: str, most: int
 ) -> list[Event] | None:
     """What a subscription on `channels` (all open, none with messages pending) has missed at
-    `cursor`: a gap, then messages; None when the broker must catch up with `cursor` first (one
-    another node gave, ahead of what this node has had: a new poll waits for it); raises
-    InvalidInput for a bad cursor."""
+    `cursor`: a gap, then at most `most` messages per channel; None when the broker must catch
+    up with `cursor` first (one another node gave, ahead of what this node has had: a new poll
+    waits for it); raises InvalidInput for a bad cursor."""
     names = tuple(ch.name for ch in channels)
     positions, hub = _positions(cursor, names), state.hub
     if not all(hub.current(ch, positions) for ch in channels):
         return None
-    return hub.backlog(channels, positions, 0)[0]
+    return hub.backlog(channels, positions, 0, most)[0]
 
 
 def parse_subscribe(state: ServerState, head: RequestHead, kind: str) -> Subscribe:
@@ -170,15 +173,18 @@ def parse_subscribe(state: ServerState, head: RequestHead, kind: str) -> Subscri
     return Subscribe(kind, channels, history, expires)
 
 
-def reserve(state: ServerState, parsed: Subscribe, cursor: str, remote: str) -> SubscribeRequest:
-    """Check `cursor` and the connection limits and reserve the connection slot."""
+def reserve(
+    state: ServerState, parsed: Subscribe, cursor: str, remote: str, most: int | None = None
+) -> SubscribeRequest:
+    """Check `cursor` and the connection limits and reserve the connection slot (`most`:
+    `SubscribeRequest.most`)."""
     if state.draining:
         raise draining()
     positions = _positions(cursor, parsed.channels)
     kind, channels = parsed.kind, parsed.channels
     admit(state, kind, remote)
     return SubscribeRequest(
-        state, kind, channels, positions, parsed.history, remote, parsed.expires
+        state, kind, channels, positions, parsed.history, remote, parsed.expires, most=most
     )
 
 
@@ -233,7 +239,9 @@ async def open_channels(sub_req: SubscribeRequest) -> Start:
 
 def _start(sub_req: SubscribeRequest, channels: list[LocalChannel]) -> Start:
     sub_req.opened = channels
-    events, parts = sub_req.state.hub.backlog(channels, sub_req.positions, sub_req.history)
+    events, parts = sub_req.state.hub.backlog(
+        channels, sub_req.positions, sub_req.history, sub_req.most
+    )
     return Start(channels, parts, sub_req.remote, events)
 
 

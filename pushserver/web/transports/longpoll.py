@@ -317,7 +317,7 @@ class Missed:
         key = (ch.name, ch.epoch, ch.sent_id, ch.history.first, cursor)
         if key == self.key:
             return self.answer
-        events = backlog_after(poll.conn.state, poll.channels, cursor)
+        events = backlog_after(poll.conn.state, poll.channels, cursor, poll.bound.events + 1)
         if events is None:
             return None
         answer = poll.answer(events)[0] if events else None
@@ -396,7 +396,9 @@ class PollRequest:
 
     def serve(self, conn: Exchange, cursor: str) -> Awaitable[None] | None:
         state = conn.state
-        sub_req = reserve(state, self.subscribe, cursor, conn.remote(self.head))
+        sub_req = reserve(
+            state, self.subscribe, cursor, conn.remote(self.head), self.bound.events + 1
+        )
         waiting = False
         try:
             start = open_now(sub_req)

@@ -51,4 +51,4 @@ def check_open(state: ServerState, parsed: Subscribe, positions: Mapping[str, Po
     for name, position in positions.items():
         ch = channels.get(name)
         if ch is not None:
-            ch.backlog(position, 0)  # raises bad_cursor for an id past the channel's last
+            ch.backlog(position, 0, 0)  # raises bad_cursor for an id past the channel's last

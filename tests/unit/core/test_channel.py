@@ -150,3 +150,34 @@ def test_an_unstarted_cursor_missed_nothing_only_of_its_generation():
     assert shape(ch.backlog(Position(unstarted("g1"), 0), 0)) == [1]
     assert shape(ch.backlog(Position(unstarted("g0"), 0), 0)) == [("epoch", 1, 0), 1]
     assert shape(channel(sent=1).backlog(Position(unstarted("g1"), 0), 0)) == [("epoch", 1, 0), 1]
+
+
+POSITIONS = [
+    None,
+    Position(EPOCH, 0),  # expired gap first
+    Position(EPOCH, 5),  # just before the oldest buffered
+    Position(EPOCH, 9),
+    Position(EPOCH, 12),  # caught up
+    Position("old", 3),  # epoch gap first
+    Position(unstarted("other"), 0),  # joined before the first message: nothing missed
+]
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+@pytest.mark.parametrize("history", [0, 3, 7])
+@pytest.mark.parametrize("pending", [0, 2])
+def test_at_most_n_messages_are_the_first_n_of_the_whole_backlog(position, history, pending):
+    """A long-poll reads no more than its answer's bound (plus one): the same gap, then the
+    first `most` of the messages it would have read, for every kind of start."""
+    ch = channel(sent=12 - pending, pending=pending, size=7)
+    whole = shape(ch.backlog(position, history))
+    gaps = [e for e in whole if isinstance(e, tuple)]
+    messages = [e for e in whole if not isinstance(e, tuple)]
+    for most in range(len(messages) + 2):
+        assert shape(ch.backlog(position, history, most)) == gaps + messages[:most]
+
+
+def test_at_most_none_still_refuses_a_cursor_past_the_last_id():
+    """`probe` asks with `most=0` only to have the cursor checked."""
+    with pytest.raises(InvalidInput):
+        channel(sent=5).backlog(Position(EPOCH, 6), 0, 0)

@@ -153,6 +153,23 @@ def test_what_is_buffered_is_always_the_newest_ids_within_size_and_age(size, ste
         assert (tally.bytes, tally.messages) == (sum(map(len, heads)), len(model))
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 30), st.integers(0, 60), st.data())
+def test_any_range_of_messages_is_what_was_appended(size, appended, data):
+    """Heads short and long (kept apart), after appends that dropped the oldest and compacted
+    the index: every range read gives each message's head, time and arrival order as kept."""
+    histories = Histories(size, 1e10, GENERATION)
+    histories.load("news", "e1", 0)
+    kept = [varied(n) for n in range(1, appended + 1)]
+    for message in kept:
+        histories.append(message)
+    after = data.draw(st.integers(-1, appended + 1))
+    upto = data.draw(st.integers(-1, appended + 1))
+    got = histories["news"].messages(after, upto)
+    want = [m for m in kept[-size:] if after < m.id <= upto] if appended else []
+    assert [(m.id, m.head, m.ts, m.seq) for m in got] == [(m.id, m.head, m.ts, m.seq) for m in want]
+
+
 @pytest.mark.parametrize("upto", [0, 3, 5, 9])
 def test_messages_stop_at_what_was_fanned_out(upto):
     histories = Histories(10, 1e10, GENERATION)
