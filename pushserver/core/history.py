@@ -239,9 +239,8 @@ class ChannelHistory:
         of them when given (a head up to `LARGE` bytes copied out of the buffer, a longer one
         shared).
 
-        A long-poll catching up reads up to its answer's bound of these per poll, so the heads
-        are copied out in one piece and the index read as one list, not looked up per message
-        (`Buffer.head` per message was a third of the read)."""
+        A long-poll catching up reads up to its answer's bound of these per poll, so the loop
+        walks the index itself (`Buffer.head` per message was a third of the read)."""
         buffer = self.buffer
         if buffer is None:
             return []
@@ -252,22 +251,19 @@ class ChannelHistory:
             high = min(high, low + most - 1)
         if low > high:
             return []
+        index, base, large = buffer.index, buffer.base, buffer.large
+        name, epoch, kept = self.name, self.epoch, Message.kept
         entry = buffer.start - first + low
         begin = buffer.head(entry)[0]
-        numbers = buffer.index[entry * STRIDE : (high - first + buffer.start + 1) * STRIDE].tolist()
-        start = buffer.base + begin
-        ends = [int(end) - start for end in numbers[0::STRIDE]]
-        with memoryview(buffer.heads) as heads:
-            chunk = heads[begin : begin + ends[-1]].tobytes()  # one copy, sliced per message
-        name, epoch, large, kept = self.name, self.epoch, buffer.large, Message.kept
+        at = entry * STRIDE
         out = []
-        at = 0
-        for id_, end, ts, seq in zip(  # noqa: B905 (equal lengths; a keyword costs 1.7k a call)
-            range(low, high + 1), ends, numbers[1::STRIDE], numbers[2::STRIDE]
-        ):
-            head = chunk[at:end] if end > at else large[id_]  # type: ignore[index]
-            out.append(kept(name, epoch, id_, ts, int(seq), head))
-            at = end
+        with memoryview(buffer.heads) as heads:
+            for id_ in range(low, high + 1):
+                end = int(index[at]) - base
+                head = bytes(heads[begin:end]) if end > begin else large[id_]  # type: ignore[index]
+                out.append(kept(name, epoch, id_, index[at + 1], int(index[at + 2]), head))
+                begin = end  # each head begins where the one before it ended
+                at += STRIDE
         return out
 
     def backlog(
