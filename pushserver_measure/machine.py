@@ -163,6 +163,24 @@ def user_system_seconds(pids: list[int]) -> tuple[float, float]:
     return user / tick, system / tick
 
 
+def preemptions(pids: list[int]) -> int:
+    """Times the threads of `pids` were taken off a core while they could still run
+    (/proc/PID/task/*/status `nonvoluntary_ctxt_switches`): a server alone on its core
+    between requests gives it up by waiting (a voluntary switch) and is almost never
+    preempted; one that shares a core with its client is."""
+    total = 0
+    for pid in pids:
+        for path in Path(f"/proc/{pid}/task").glob("*/status"):
+            try:
+                text = path.read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("nonvoluntary_ctxt_switches:"):
+                    total += int(line.split(":")[1])
+    return total
+
+
 def resident_bytes(pids: list[int]) -> int:
     """Resident memory of `pids` together."""
     total = 0

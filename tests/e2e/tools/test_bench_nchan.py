@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 from pathlib import Path
 
 from pushserver.launcher import ServerProcess
@@ -14,7 +15,7 @@ from pushserver_measure.ports import free_port
 
 from ...nchan_fixture import Nginx, nchan_fixture  # noqa: F401
 from ...redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
-from .test_bench import run_bench
+from .test_bench import BENCH, run_bench
 
 
 def quick_tables(tmp_path: Path, *args: str) -> list[dict]:
@@ -93,6 +94,41 @@ def test_client_processes_kept_to_cpus(tmp_path: Path) -> None:
     check_figures(result["tables"])
     assert result["machine"].endswith(f"; client processes on CPUs {cpus}"), result["machine"]
     assert f"; client processes on CPUs {cpus}\n" in proc.stdout
+
+
+def test_a_server_sharing_its_core_with_the_bench_is_not_measured(tmp_path: Path) -> None:
+    # Server and bench kept to one CPU: the server finds each request waiting instead of
+    # sleeping for it, and the 1→1 and publish rows say that they are not its own cost.
+    # Full sizes: --quick does not judge them (a smoke run is often beside other work).
+    cpu = min(os.sched_getaffinity(0))
+    out = tmp_path / "bench.json"
+    with ServerProcess() as server:
+        assert server.proc is not None
+        os.sched_setaffinity(server.proc.pid, {cpu})
+        args = ("--only", "9", "--url", server.url, "--json", str(out))
+        proc = subprocess.run(
+            [
+                *BENCH,
+                *args,
+                "--transports",
+                "longpoll",
+                "--subscribers",
+                "200",
+                "--client",
+                "tuned",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            preexec_fn=lambda: os.sched_setaffinity(0, {cpu}),
+        )
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
+    light = json.loads(out.read_text())["tables"][1]
+    at = light["columns"].index("verdict")
+    verdicts = {tuple(r[:3]): r[at] for r in light["rows"]}
+    for row in (("1→1 latency", "longpoll", "tuned"), ("publish, no subscriber", "", "")):
+        assert verdicts[row].startswith("INVALID: shared a core: the server was preempted"), row
+    assert any("shared a core" in e for e in light["errors"]), light["errors"]
 
 
 def test_client_cpus_not_usable_are_refused() -> None:

@@ -8,7 +8,15 @@ from array import array
 from typing import Any
 
 from pushserver_bench.pool import merge
-from pushserver_bench.versus import busiest, crowded, judge, outpaced, waited_on_client
+from pushserver_bench.versus import (
+    SHARED,
+    busiest,
+    crowded,
+    judge,
+    outpaced,
+    shared_core,
+    waited_on_client,
+)
 
 
 def report(received: int, late: int, latencies: list[float]) -> dict[str, object]:
@@ -103,3 +111,17 @@ def test_the_plain_client_is_judged_by_its_busiest_read_window() -> None:
         "message sent at 00:01:40 UTC"
     )
     assert outpaced([{"runnable": (0.0, 0.0)}]) == (0.0, "")  # no window long enough to judge
+
+
+def test_a_server_preempted_between_one_at_a_time_messages_shared_its_core() -> None:
+    """Alone on its core, a server waits for each request and is almost never preempted; at
+    `SHARED` preemptions per message or more another process ran there, and the row is not a
+    core's own cost."""
+    assert shared_core(0, 5000) == ""
+    assert shared_core(int(SHARED * 5000) - 1, 5000) == ""
+    reason = shared_core(int(SHARED * 5000), 5000)
+    assert reason.startswith("shared a core: the server was preempted 0.10 times per message")
+    assert shared_core(4900, 5000).startswith("shared a core: the server was preempted 0.98")
+    assert shared_core(3, 0).startswith("shared a core: the server was preempted 3.00")
+    assert judge(0, [], shared=reason) == f"INVALID: {reason}"
+    assert judge(1, [], shared=reason) == f"INVALID: 1 deliveries lost; {reason}"

@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from pushserver_measure.machine import run_seconds, user_system_seconds
+from pushserver_measure.machine import preemptions, run_seconds, user_system_seconds
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -97,3 +97,28 @@ def test_user_and_system_seconds_sum_every_live_thread() -> None:
 
 def test_a_gone_process_reads_as_nothing() -> None:
     assert user_system_seconds([2**22 + 7]) == (0, 0)
+
+
+def test_preemptions_count_a_process_made_to_share_its_core() -> None:
+    """Two busy processes kept to one CPU take it from each other, and their count of
+    preemptions rises; a process gone reads as none."""
+    cpu = min(os.sched_getaffinity(0))
+    spin = "import time\nend = time.monotonic() + 30\nwhile time.monotonic() < end: pass"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", spin], preexec_fn=lambda: os.sched_setaffinity(0, {cpu})
+        )
+        for _ in range(2)
+    ]
+    try:
+        pids = [p.pid for p in procs]
+        start = preemptions(pids)
+        deadline = time.monotonic() + 20
+        while preemptions(pids) - start < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert preemptions(pids) - start >= 20
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert preemptions([procs[0].pid]) == 0  # gone: nothing to read
