@@ -88,9 +88,9 @@ def summary(settings: Settings) -> str:
 
 def serve_on_jemalloc(allocator: str) -> None:
     """Replace this process with the same command on jemalloc when `reexec` says so; return
-    otherwise."""
-    library = jemalloc_library() if allocator == "jemalloc" else ""
-    chosen = reexec.environment(allocator, os.environ, library)
+    otherwise. jemalloc is looked for only when nothing else decides: the replaced command
+    finds `LD_PRELOAD` set and does not look again (one lookup per start)."""
+    chosen = reexec.environment(allocator, os.environ, jemalloc_library)
     if chosen is not None:
         reexec.replace(chosen)
 

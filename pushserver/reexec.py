@@ -21,19 +21,24 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 OPERATORS = ("PYTHONMALLOC", "LD_PRELOAD")
 """Variables that, set by the operator, leave the allocator as they chose it."""
 
 
-def environment(allocator: str, environ: Mapping[str, str], library: str) -> dict[str, str] | None:
-    """The environment to serve in on jemalloc (`library`), or None to serve as started: the
-    allocator wanted is `pymalloc`, the operator chose (one of `OPERATORS` set; after the
-    `execve`, this module's own choice), or jemalloc is not installed."""
-    if allocator != "jemalloc" or not library or any(environ.get(name) for name in OPERATORS):
+def environment(
+    allocator: str, environ: Mapping[str, str], library: Callable[[], str]
+) -> dict[str, str] | None:
+    """The environment to serve in on jemalloc (`library()`: its name, "" when it is not
+    installed), or None to serve as started: the allocator wanted is `pymalloc`, the operator
+    chose (one of `OPERATORS` set; after the `execve`, this module's own choice), or jemalloc
+    is not installed. `library` is called last, only when the rest allows the `execve`: the
+    lookup runs a subprocess, and the replaced interpreter knows its answer from `LD_PRELOAD`."""
+    if allocator != "jemalloc" or any(environ.get(name) for name in OPERATORS):
         return None
-    return {**environ, "PYTHONMALLOC": "malloc", "LD_PRELOAD": library}
+    found = library()
+    return {**environ, "PYTHONMALLOC": "malloc", "LD_PRELOAD": found} if found else None
 
 
 def replace(environ: Mapping[str, str]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import sys
 
@@ -18,9 +19,12 @@ ARENAS_ALL = 4096
 """jemalloc's `MALLCTL_ARENAS_ALL`: `arena.<i>.*` with this index acts on every arena."""
 
 
+@functools.cache
 def jemalloc_library() -> str:
     """jemalloc's shared library as the dynamic linker names it (`libjemalloc.so.2`), or ""
-    when it is not installed."""
+    when it is not installed. Looked up once per process: `find_library` runs `ldconfig -p`
+    (and the C compiler when that finds nothing), a subprocess each, and the answer holds
+    while the process runs."""
     return ctypes.util.find_library("jemalloc") or ""
 
 
@@ -97,9 +101,12 @@ def describe() -> dict[str, str]:
     return {"python": python_allocator(), "c": c_allocator()}
 
 
-def missing(allocator: str) -> str:
-    """What to warn of when the allocator `wanted` is jemalloc and it is not installed ("")."""
-    if allocator != "jemalloc" or jemalloc_library():
+def missing(allocator: str, running: str) -> str:
+    """What to warn of when the allocator `wanted` is jemalloc and it is not installed (""),
+    in a process running on the C allocator `running` (`c_allocator`). One running on
+    jemalloc has it: the process `pushserver.reexec` started, whose command found it, does
+    not look for it again."""
+    if allocator != "jemalloc" or running.startswith("jemalloc ") or jemalloc_library():
         return ""
     return (
         "jemalloc is not installed: serving on Python's own allocator, which gives less memory "

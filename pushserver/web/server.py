@@ -151,7 +151,8 @@ async def serve(
         allocator["python"],
         allocator["c"],
     )
-    warning = missing(wanted(settings.allocator, bool(settings.redis))) if worker == 0 else ""
+    wants = wanted(settings.allocator, bool(settings.redis))
+    warning = missing(wants, allocator["c"]) if worker == 0 else ""
     if warning:
         log.warning(warning)
     if on_ready is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -120,6 +121,63 @@ def test_a_preload_the_operator_set_is_kept_as_it_is(
     got = stats(start(started, srv))
     assert got["allocator"]["python"] == "pymalloc"  # not made malloc behind their back
     assert got["allocator"]["c"].startswith("jemalloc ")
+
+
+COUNTED = textwrap.dedent(
+    """
+    import ctypes.util, os
+
+    looked_up = ctypes.util.find_library
+
+    def find_library(name):
+        with open(os.environ["LOOKUPS"], "a") as out:
+            out.write(name + "\\n")
+        return None if os.environ.get("NO_JEMALLOC") else looked_up(name)
+
+    ctypes.util.find_library = find_library
+    """
+)
+"""A `sitecustomize` for the server's interpreters, before and after the `execve`: each
+library lookup written to the file `LOOKUPS` names; `NO_JEMALLOC` stands for a machine
+without it."""
+
+
+def counted(tmp_path: Path, **env: str) -> tuple[dict[str, str], Path]:
+    """The environment that has a server count its lookups, and the file they go to."""
+    (tmp_path / "sitecustomize.py").write_text(COUNTED)
+    path = os.pathsep.join(p for p in (str(tmp_path), os.environ.get("PYTHONPATH")) if p)
+    lookups = tmp_path / "lookups"
+    return {"PYTHONPATH": path, "LOOKUPS": str(lookups), **env}, lookups
+
+
+@needs_jemalloc
+@pytest.mark.parametrize("kind", [ServerProcess, Command])
+def test_a_start_on_redis_looks_for_jemalloc_once(
+    started: list[ServerProcess],
+    kind: type[ServerProcess],
+    redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:
+    """The command looks and replaces itself; the replaced one finds `LD_PRELOAD` set and
+    runs on jemalloc: it does not look again, neither to choose nor to warn."""
+    env, lookups = counted(tmp_path)
+    srv = start(started, kind(["--redis", redis_server.url], env=env))
+    got = stats(srv)
+    assert got["allocator"]["c"].startswith("jemalloc ")
+    assert srv.proc is not None and got["pid"] == srv.proc.pid  # replaced, not a child
+    assert lookups.read_text().split() == ["jemalloc"]
+
+
+def test_without_jemalloc_a_start_on_redis_looks_once_and_warns(
+    started: list[ServerProcess], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    env, lookups = counted(tmp_path, NO_JEMALLOC="1")
+    srv = start(started, ServerProcess(["--redis", redis_server.url], env=env))
+    got = stats(srv)
+    assert got["allocator"]["python"] == "pymalloc"
+    assert not got["allocator"]["c"].startswith("jemalloc")
+    assert any("jemalloc is not installed" in line for line in srv.output)
+    assert lookups.read_text().split() == ["jemalloc"]
 
 
 FLOOD = 64_000

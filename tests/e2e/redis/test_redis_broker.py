@@ -7,9 +7,11 @@ ports (see redis_fixture.py).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import signal
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -366,7 +368,7 @@ async def test_node_listens_only_to_channels_with_local_subscribers(
     watch.close()
 
 
-def _ask(writer: asyncio.StreamWriter, channel: str, cursor: str) -> None:
+def ask(writer: asyncio.StreamWriter, channel: str, cursor: str) -> None:
     """A keep-alive long-poll of `channel` from `cursor` on a raw connection, written to the
     socket now: the same head each time but for the cursor, so the node serves a repeat from
     the poll it kept."""
@@ -374,7 +376,7 @@ def _ask(writer: asyncio.StreamWriter, channel: str, cursor: str) -> None:
     writer.write(f"GET /lp/{channel}?{query} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
 
 
-async def _answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
+async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
     status = int((await reader.readline()).split()[1])
     length = 0
     while (line := await reader.readline()) != b"\r\n":
@@ -382,6 +384,72 @@ async def _answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
         if name.lower() == "content-length":
             length = int(value)
     return status, json.loads(await reader.readexactly(length))
+
+
+@dataclasses.dataclass
+class KeptOnB:
+    """Two nodes on one Redis, B's connections to it through `proxy`, and a raw keep-alive
+    connection to B whose long-poll of `channel` B kept after its last answer (at `cursor`)."""
+
+    a: ServerProcess
+    b: ServerProcess
+    proxy: TcpProxy
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    channel: str
+    cursor: str
+
+    @contextlib.asynccontextmanager
+    async def held(self, s: aiohttp.ClientSession) -> AsyncIterator[None]:
+        """B's Redis connections held while the block runs; at its end B has read what the
+        block asked on the kept connection (B answers a request sent after it), then they
+        resume."""
+        self.proxy.hold()
+        try:
+            yield
+            async with s.get(f"{self.b.url}/none") as r:
+                assert r.status == 404
+        finally:
+            self.proxy.resume()
+
+    def ask(self, cursor: str) -> None:
+        ask(self.writer, self.channel, cursor)
+
+    async def answer(self) -> dict[str, Any]:
+        status, body = await answer(self.reader)
+        assert status == 200, body
+        return body
+
+
+@contextlib.asynccontextmanager
+async def kept_on_b(
+    redis_server: RedisServer,
+    server_factory: Callable[..., ServerProcess],
+    s: aiohttp.ClientSession,
+    channel: str,
+) -> AsyncIterator[KeptOnB]:
+    """`KeptOnB` for `channel`, after A published 1 and 2: B answered the poll with 1 at
+    once, then held it, answered it with 2 when notified, and kept it for the next."""
+    async with TcpProxy(redis_server.port) as proxy:
+        a = server_factory(*node_args(redis_server))
+        b = await asyncio.to_thread(  # the proxy runs in this loop while B connects through it
+            server_factory, "--redis", f"redis://127.0.0.1:{proxy.port}/0"
+        )
+        start = await head_cursor(s, a.url, channel)
+        await publish(s, a.url, channel, 1)
+        reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+        try:
+            ask(writer, channel, start)
+            status, body = await answer(reader)
+            assert (status, [m["id"] for m in body["messages"]]) == (200, [1])
+            ask(writer, channel, body["cursor"])  # held, then answered: kept for the next
+            await wait_for_subscribers(s, b.url, channel, 1)
+            await publish(s, a.url, channel, 2)
+            status, body = await answer(reader)
+            assert (status, [m["id"] for m in body["messages"]]) == (200, [2])
+            yield KeptOnB(a, b, proxy, reader, writer, channel, body["cursor"])
+        finally:
+            writer.close()
 
 
 async def test_a_kept_poll_asked_from_a_cursor_this_node_has_not_seen_yet_reads_redis(
@@ -392,37 +460,17 @@ async def test_a_kept_poll_asked_from_a_cursor_this_node_has_not_seen_yet_reads_
     it can judge; this one is served as a new poll, which reads Redis, not refused
     `bad_cursor`. B's Redis connections pass a proxy held while A publishes and B is asked, so
     B learns of the messages only from Redis, after; the next message reaches the poll."""
-    async with TcpProxy(redis_server.port) as proxy, aiohttp.ClientSession() as s:
-        a = server_factory(*node_args(redis_server))
-        b = await asyncio.to_thread(  # the proxy runs in this loop while B connects through it
-            server_factory, "--redis", f"redis://127.0.0.1:{proxy.port}/0"
-        )
-        start = await head_cursor(s, a.url, "kept")
-        await publish(s, a.url, "kept", 1)
-        reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
-        try:
-            _ask(writer, "kept", start)
-            status, body = await _answer(reader)
-            assert (status, [m["id"] for m in body["messages"]]) == (200, [1])
-            _ask(writer, "kept", body["cursor"])  # held, then answered: kept for the next
-            await wait_for_subscribers(s, b.url, "kept", 1)
-            await publish(s, a.url, "kept", 2)
-            status, body = await _answer(reader)
-            assert (status, [m["id"] for m in body["messages"]]) == (200, [2])
-            proxy.hold()
-            try:
-                for n in (3, 4):
-                    await publish(s, a.url, "kept", n)
-                async with s.get(f"{a.url}/lp/kept", params={"cursor": body["cursor"]}) as r:
-                    ahead = (await r.json())["cursor"]
-                _ask(writer, "kept", ahead)
-                async with s.get(f"{b.url}/none") as r:  # B has read the re-poll by now
-                    assert r.status == 404
-            finally:
-                proxy.resume()
-            await publish(s, a.url, "kept", 5)
-            status, body = await _answer(reader)
-            assert status == 200, body
-            assert [(m["id"], m["data"]) for m in body["messages"]] == [(5, 5)]
-        finally:
-            writer.close()
+    async with (
+        aiohttp.ClientSession() as s,
+        kept_on_b(redis_server, server_factory, s, "kept") as kept,
+    ):
+        a = kept.a
+        async with kept.held(s):
+            for n in (3, 4):
+                await publish(s, a.url, "kept", n)
+            async with s.get(f"{a.url}/lp/kept", params={"cursor": kept.cursor}) as r:
+                ahead = (await r.json())["cursor"]
+            kept.ask(ahead)
+        await publish(s, a.url, "kept", 5)
+        body = await kept.answer()
+        assert [(m["id"], m["data"]) for m in body["messages"]] == [(5, 5)]

@@ -15,12 +15,13 @@ import aiohttp
 import redis
 
 from pushserver.broker.redis import scripts
+from pushserver.core.positions import cursor_part
 from pushserver.launcher import ServerProcess
 
 from ...redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
 from ...wire import publish
 from ..transports.test_core_transports import head_cursor
-from .test_redis_broker import node_args, wait_until
+from .test_redis_broker import kept_on_b, node_args, wait_until
 
 META_MS = 86_400_000
 
@@ -36,6 +37,13 @@ async def poll(s: aiohttp.ClientSession, base: str, name: str, cursor: str) -> l
         assert r.status == 200, await r.text()
         events = (await r.json())["messages"]
     return [(e["reason"], e["from"], e["to"]) if "type" in e else e["id"] for e in events]
+
+
+def id_data(events: list[dict[str, Any]]) -> list[Any]:
+    """Messages as (id, data) and gaps as (reason, from, to): what an answer holds, at a look."""
+    return [
+        (e["reason"], e["from"], e["to"]) if "type" in e else (e["id"], e["data"]) for e in events
+    ]
 
 
 async def test_a_cursor_from_before_an_epoch_whose_keys_expired_gets_an_epoch_gap(
@@ -69,6 +77,42 @@ async def test_a_cursor_from_before_an_epoch_whose_keys_expired_gets_an_epoch_ga
         for node in (a, b):
             assert await poll(s, node.url, "news", before) == [("epoch", 1, 0), 1, 2]
             assert await poll(s, node.url, "news", between) == [1, 2]
+
+
+async def test_a_kept_poll_asked_from_a_cursor_in_a_newer_epoch_than_this_node_holds_reads_redis(
+    redis_server: RedisServer, server_factory: Callable[..., ServerProcess]
+) -> None:
+    """The channel's keys expire and its next message starts a new epoch while B's Redis
+    connections are held: only A has seen the new epoch. A cursor A gave in it, sent on the
+    poll B kept in the old one, gets the new epoch's messages after that cursor once B has
+    read Redis: never an epoch gap followed by B's messages of the old epoch."""
+    admin = redis_server.client()
+    async with (
+        aiohttp.ClientSession() as s,
+        kept_on_b(redis_server, server_factory, s, "kept") as kept,
+    ):
+        a = kept.a
+        async with kept.held(s):
+            expire(admin, "kept")
+            await publish(s, a.url, "kept", 3)
+
+            async def from_a() -> dict[str, Any] | None:  # A's answer once A read the epoch
+                params = {"cursor": kept.cursor, "timeout": "0"}
+                async with s.get(f"{a.url}/lp/kept", params=params) as r:
+                    assert r.status == 200, await r.text()
+                    body: dict[str, Any] = await r.json()
+                return body if body["messages"] else None
+
+            body = await wait_until(from_a, "node a in the new epoch")
+            assert id_data(body["messages"]) == [("epoch", 1, 0), (1, 3)]
+            async with s.get(f"{a.url}/channels/kept") as r:
+                epoch = (await r.json())["epoch"]
+            assert body["cursor"] == cursor_part("kept", epoch, 1)
+            await publish(s, a.url, "kept", 4)
+            kept.ask(body["cursor"])
+        body = await kept.answer()
+        assert id_data(body["messages"]) == [(2, 4)]  # not [("epoch", 1, 0), (1, 1), (2, 2)]
+        assert body["cursor"] == cursor_part("kept", epoch, 2)
 
 
 def start_epoch(admin: redis.Redis, name: str, kept: int) -> str:

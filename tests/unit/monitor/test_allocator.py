@@ -35,12 +35,18 @@ def test_this_process_runs_on_what_it_was_started_with(monkeypatch: pytest.Monke
 def test_a_missing_jemalloc_is_told_only_when_it_is_wanted(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    assert missing("pymalloc") == ""
-    assert bool(missing("jemalloc")) == (not jemalloc_library())
+    glibc = "glibc 2.36"
+    assert missing("pymalloc", glibc) == ""
+    assert bool(missing("jemalloc", glibc)) == (not jemalloc_library())
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)  # a machine without it
-    assert jemalloc_library() == ""
-    assert "jemalloc is not installed" in missing("jemalloc")
-    assert missing("pymalloc") == ""
+    jemalloc_library.cache_clear()  # looked up once per process: this is another machine
+    try:
+        assert jemalloc_library() == ""
+        assert "jemalloc is not installed" in missing("jemalloc", glibc)
+        assert missing("pymalloc", glibc) == ""
+        assert missing("jemalloc", "jemalloc 5.3.0") == ""  # preloaded from where it was
+    finally:
+        jemalloc_library.cache_clear()
 
 
 HOLD_AND_FREE = textwrap.dedent(
