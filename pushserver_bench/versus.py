@@ -54,10 +54,11 @@ from .targets import TRANSPORTS, Target
 
 SIZES = (1000, 5000, 10_000, 19_900)
 CLIENTS = ("tuned", "plain")
+"""The measuring clients: kernel receive timestamps and `--client-cpus`, or the plain one."""
 SHARED = 0.1
 """Preemptions per message from which a one-at-a-time row's server shared its core
-(`shared_core`): alone on a core it waits between requests and is preempted at under 0.01."""
-"""The measuring clients: kernel receive timestamps and `--client-cpus`, or the plain one."""
+(`shared_core`): alone on a core it waits between requests, preempted 0.04 times per message
+or fewer (docs/performance.md)."""
 FAN_OUT_SUBSCRIBERS, FAN_OUT_PUBLISHERS = 100, 8
 _ADDRESSES = itertools.count()
 

@@ -121,18 +121,24 @@ def listening_pids(port: int) -> list[int]:
     return sorted(pids)
 
 
-def _task_fields(pids: list[int], name: str, least: int) -> Iterator[list[str]]:
-    """The fields of /proc/PID/task/*/`name` of every thread of `pids` (after the command name
-    in parentheses, which may hold spaces), at least `least` of them; a thread that ends
-    between the listing and the read is left out."""
+def _task_texts(pids: list[int], name: str) -> Iterator[str]:
+    """/proc/PID/task/*/`name` of every thread of `pids`; a thread that ends between the
+    listing and the read is left out."""
     for pid in pids:
         for path in Path(f"/proc/{pid}/task").glob(f"*/{name}"):
             try:
-                fields = path.read_text().rpartition(")")[2].split()
+                yield path.read_text()
             except OSError:
                 continue
-            if len(fields) >= least:
-                yield fields
+
+
+def _task_fields(pids: list[int], name: str, least: int) -> Iterator[list[str]]:
+    """The fields of /proc/PID/task/*/`name` of every thread of `pids` (after the command name
+    in parentheses, which may hold spaces), at least `least` of them."""
+    for text in _task_texts(pids, name):
+        fields = text.rpartition(")")[2].split()
+        if len(fields) >= least:
+            yield fields
 
 
 def run_seconds(pids: list[int]) -> float:
@@ -169,15 +175,10 @@ def preemptions(pids: list[int]) -> int:
     between requests gives it up by waiting (a voluntary switch) and is almost never
     preempted; one that shares a core with its client is."""
     total = 0
-    for pid in pids:
-        for path in Path(f"/proc/{pid}/task").glob("*/status"):
-            try:
-                text = path.read_text()
-            except OSError:
-                continue
-            for line in text.splitlines():
-                if line.startswith("nonvoluntary_ctxt_switches:"):
-                    total += int(line.split(":")[1])
+    for text in _task_texts(pids, "status"):
+        for line in text.splitlines():
+            if line.startswith("nonvoluntary_ctxt_switches:"):
+                total += int(line.split(":")[1])
     return total
 
 
