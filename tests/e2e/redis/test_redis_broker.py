@@ -11,7 +11,7 @@ import contextlib
 import dataclasses
 import json
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -388,12 +388,13 @@ async def answer(reader: asyncio.StreamReader) -> tuple[int, dict[str, Any]]:
 
 @dataclasses.dataclass
 class KeptOnB:
-    """Two nodes on one Redis, B's connections to it through `proxy`, and a raw keep-alive
-    connection to B whose long-poll of `channel` B kept after its last answer (at `cursor`)."""
+    """Two nodes on one Redis deployment, B's connections to it through `proxies`, and a raw
+    keep-alive connection to B whose long-poll of `channel` B kept after its last answer (at
+    `cursor`)."""
 
     a: ServerProcess
     b: ServerProcess
-    proxy: TcpProxy
+    proxies: Sequence[TcpProxy]
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     channel: str
@@ -401,16 +402,18 @@ class KeptOnB:
 
     @contextlib.asynccontextmanager
     async def held(self, s: aiohttp.ClientSession) -> AsyncIterator[None]:
-        """B's Redis connections held while the block runs; at its end B has read what the
-        block asked on the kept connection (B answers a request sent after it), then they
-        resume."""
-        self.proxy.hold()
+        """B's connections through the proxies held while the block runs; at its end B has read
+        what the block asked on the kept connection (B answers a request sent after it), then
+        they resume."""
+        for proxy in self.proxies:
+            proxy.hold()
         try:
             yield
             async with s.get(f"{self.b.url}/none") as r:
                 assert r.status == 404
         finally:
-            self.proxy.resume()
+            for proxy in self.proxies:
+                proxy.resume()
 
     def ask(self, cursor: str) -> None:
         ask(self.writer, self.channel, cursor)
@@ -422,34 +425,47 @@ class KeptOnB:
 
 
 @contextlib.asynccontextmanager
+async def kept_poll(
+    s: aiohttp.ClientSession,
+    a: ServerProcess,
+    b: ServerProcess,
+    proxies: Sequence[TcpProxy],
+    channel: str,
+) -> AsyncIterator[KeptOnB]:
+    """`KeptOnB` for `channel`, after A published 1 and 2: B answered the poll with 1 at
+    once, then held it, answered it with 2 when notified, and kept it for the next."""
+    start = await head_cursor(s, a.url, channel)
+    await publish(s, a.url, channel, 1)
+    reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
+    try:
+        ask(writer, channel, start)
+        status, body = await answer(reader)
+        assert (status, [m["id"] for m in body["messages"]]) == (200, [1])
+        ask(writer, channel, body["cursor"])  # held, then answered: kept for the next
+        await wait_for_subscribers(s, b.url, channel, 1)
+        await publish(s, a.url, channel, 2)
+        status, body = await answer(reader)
+        assert (status, [m["id"] for m in body["messages"]]) == (200, [2])
+        yield KeptOnB(a, b, proxies, reader, writer, channel, body["cursor"])
+    finally:
+        writer.close()
+
+
+@contextlib.asynccontextmanager
 async def kept_on_b(
     redis_server: RedisServer,
     server_factory: Callable[..., ServerProcess],
     s: aiohttp.ClientSession,
     channel: str,
 ) -> AsyncIterator[KeptOnB]:
-    """`KeptOnB` for `channel`, after A published 1 and 2: B answered the poll with 1 at
-    once, then held it, answered it with 2 when notified, and kept it for the next."""
+    """`kept_poll` on one Redis, B's one connection string through a proxy."""
     async with TcpProxy(redis_server.port) as proxy:
         a = server_factory(*node_args(redis_server))
         b = await asyncio.to_thread(  # the proxy runs in this loop while B connects through it
             server_factory, "--redis", f"redis://127.0.0.1:{proxy.port}/0"
         )
-        start = await head_cursor(s, a.url, channel)
-        await publish(s, a.url, channel, 1)
-        reader, writer = await asyncio.open_connection("127.0.0.1", b.port)
-        try:
-            ask(writer, channel, start)
-            status, body = await answer(reader)
-            assert (status, [m["id"] for m in body["messages"]]) == (200, [1])
-            ask(writer, channel, body["cursor"])  # held, then answered: kept for the next
-            await wait_for_subscribers(s, b.url, channel, 1)
-            await publish(s, a.url, channel, 2)
-            status, body = await answer(reader)
-            assert (status, [m["id"] for m in body["messages"]]) == (200, [2])
-            yield KeptOnB(a, b, proxy, reader, writer, channel, body["cursor"])
-        finally:
-            writer.close()
+        async with kept_poll(s, a, b, [proxy], channel) as kept:
+            yield kept
 
 
 async def test_a_kept_poll_asked_from_a_cursor_this_node_has_not_seen_yet_reads_redis(

@@ -13,6 +13,10 @@ Detection by position, the net for a rollback nothing else notices, runs on one 
 channel's counter and stream are set back (as a restore behind what nodes saw would), and the
 node's next read ends the epoch.
 
+A node cut off from the sentinels through the failover still holds the old epoch: a kept
+long-poll there, asked from a cursor another node gave in the new epoch, must not be answered
+from it.
+
 Real pushserver processes on a real Sentinel set, Redis Cluster (three primaries, two replicas
 each) and redis-server on loopback.
 """
@@ -31,9 +35,10 @@ from pushserver.launcher import ServerProcess
 
 from ...redis_cluster import channel_in_slot, running_cluster
 from ...redis_fixture import RedisServer, redis_server_fixture  # noqa: F401
-from ...redis_sentinel import running_sentinels
+from ...redis_sentinel import MASTER_NAME, SentinelSet, running_sentinels
+from ...tcpproxy import TcpProxy
 from ...wire import Subscriber, publish, streaming, take, wait_for_stats
-from .test_redis_broker import node_args, wait_until
+from .test_redis_broker import answer, kept_poll, node_args, wait_until
 from .test_redis_cluster_engine import healthy, log_tail, publish_across
 
 WRITTEN = 3
@@ -171,3 +176,78 @@ async def test_a_read_behind_what_the_node_delivered_ends_the_epoch(
         assert [m["id"] for m in after] == [1, 2]  # a new epoch: ids 4 and 5 never come again
         for sub in subs:
             assert [e["data"] for e in await take(sub, 2)] == ["b0", "b1"], sub.transport
+
+
+class Partition:
+    """A node's way to the sentinels, one `TcpProxy` per sentinel: while `cut`, what its
+    connections carry is held and every new one is cut before the sentinel's first reply, so
+    the node neither hears `+switch-master` nor learns the new master by asking."""
+
+    def __init__(self) -> None:
+        self.cut = False
+        self.proxies: list[TcpProxy] = []
+
+    async def open(self, stack: contextlib.AsyncExitStack, sentinels: SentinelSet) -> str:
+        """The proxies, closed with `stack`; the sentinel URL through them."""
+        for sentinel in sentinels.sentinels:
+            proxy = TcpProxy(sentinel.port, cut_after=lambda: 0 if self.cut else None)
+            self.proxies.append(await stack.enter_async_context(proxy))
+        seeds = ",".join(f"127.0.0.1:{proxy.port}" for proxy in self.proxies)
+        return f"redis+sentinel://{seeds}/{MASTER_NAME}/0"
+
+    def start(self) -> None:
+        self.cut = True
+        for proxy in self.proxies:
+            proxy.hold()
+
+    def heal(self) -> None:
+        self.cut = False
+        for proxy in self.proxies:
+            proxy.resume()
+
+
+@pytest.mark.slow
+async def test_a_kept_poll_from_a_cursor_in_the_epoch_a_lagging_failover_began_never_gets_the_old(
+    server_factory: Callable[..., ServerProcess],
+) -> None:
+    """Node B is cut off from the sentinels while a lagging replica is promoted and the old
+    master dies: A follows the failover, its publishes end the channel's epoch there, and it
+    hands its client a cursor in the new one. B still follows the channel (its streams hold
+    it) in the old epoch. That cursor, sent on the poll B kept there, is refused `503
+    broker_down` while B reaches no master (B holds only the old epoch's messages: an epoch
+    gap and those would hand the client its 1 and 2 again, what a kept poll answered before
+    it asked the broker), and once B follows the failover the same connection gets what A
+    answers for that cursor: the new epoch's messages after it."""
+    args = ("--heartbeat", "0.5", "--redis-replicas", "1")
+    partition = Partition()
+    with running_sentinels(replicas=2, priorities=(10, 100)) as sentinels:
+        async with contextlib.AsyncExitStack() as stack, aiohttp.ClientSession() as s:
+            url_b = await partition.open(stack, sentinels)
+            a = server_factory("--redis", sentinels.url, *args)
+            b = await asyncio.to_thread(server_factory, "--redis", url_b, *args)  # proxies run here
+            for node in (a, b):
+                await wait_until(lambda node=node: healthy(s, node), "node on Redis")
+            kept = await stack.enter_async_context(kept_poll(s, a, b, partition.proxies, "lagged"))
+            await streaming(s, b.url, "lagged")  # B follows the channel through the failover
+            partition.start()
+            probe = written_past("pushserver:m:lagged")
+            await publish_across(s, a, "lagged", lambda: sentinels.failover_to_lagging(probe))
+
+            async def from_a(cursor: str) -> dict[str, Any]:
+                params = {"cursor": cursor, "timeout": "0"}
+                async with s.get(f"{a.url}/lp/lagged", params=params) as r:
+                    assert r.status == 200, await r.text()
+                    return dict(await r.json())
+
+            handed = await from_a(kept.cursor)
+            assert handed["messages"][0]["reason"] == "epoch", handed["messages"][0]
+            kept.ask(handed["cursor"])
+            status, body = await answer(kept.reader)
+            assert (status, body.get("error")) == (503, "broker_down"), (status, body)
+            partition.heal()
+            await wait_until(lambda: healthy(s, b), "node b on the new master")
+            kept.ask(handed["cursor"])
+            body = await kept.answer()
+            assert body == await from_a(handed["cursor"]), log_tail(b)
+            after = int(handed["cursor"].rsplit(":", 1)[1])
+            assert [m["id"] for m in body["messages"]][:1] == [after + 1], body
