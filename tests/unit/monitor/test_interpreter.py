@@ -10,13 +10,11 @@ import platform
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from pushserver.monitor.interpreter import describe, linkage, mapped_file, summary
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.pythons import ROOT, linked, system_python
 
 PYENV = "/root/.pyenv/versions/3.11.7"
 ANONYMOUS = " " * 26  # the kernel pads the path column, and leaves it blank without a file
@@ -95,18 +93,11 @@ def test_this_process_names_its_own_interpreter() -> None:
     assert said["libpython"] in ("static", "shared")
 
 
-def cpythons() -> list[str]:
-    """This interpreter and the system's `python3` when it is another one (on Debian: linked
-    statically, beside pyenv's shared build)."""
-    found = [os.path.realpath(sys.executable)]
-    system = shutil.which("python3", path="/usr/bin:/bin")
-    if system and os.path.realpath(system) not in found:
-        found.append(os.path.realpath(system))
-    return found
+PYTHONS = [os.path.realpath(sys.executable), *filter(None, [system_python()])]
 
 
 @pytest.mark.skipif(not shutil.which("ldd"), reason="ldd is not installed")
-@pytest.mark.parametrize("python", cpythons())
+@pytest.mark.parametrize("python", PYTHONS)
 def test_every_python_here_agrees_with_its_dynamic_section(python: str) -> None:
     """A process on `python` says `shared` exactly when the executable needs a libpython."""
     code = "import json; from pushserver.monitor import interpreter; "
@@ -115,6 +106,5 @@ def test_every_python_here_agrees_with_its_dynamic_section(python: str) -> None:
     out = subprocess.run([python, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     said = json.loads(out.stdout)
-    needs = subprocess.run(["ldd", python], capture_output=True, text=True, timeout=60).stdout
     assert said["executable"] == python
-    assert said["libpython"] == ("shared" if "libpython" in needs else "static")
+    assert said["libpython"] == linked(python)
