@@ -44,9 +44,9 @@ class Table:
         self.lost += max(0, lost)
         self.errors.extend((errors or [])[:5])
 
-    def render(self, machine: str, bench: str = "") -> str:
-        """The table under its title, the machine, the bench's Python when given (`bench`) and
-        the servers' own (`servers`)."""
+    def render(self, machine: str, bench: str) -> str:
+        """The table under its title, the machine, the bench's Python (`bench`) and the
+        servers' own (`servers`)."""
         texts = [[cell(v) for v in row] for row in self.rows]
         widths = [
             max([len(c)] + [len(r[i]) for r in texts if i < len(r)])
@@ -54,7 +54,7 @@ class Table:
         ]
         line = "  ".join("-" * w for w in widths)
         out = [f"Experiment {self.experiment}: {self.title}", f"machine: {machine}"]
-        out += [f"bench: {bench}"] if bench else []
+        out.append(f"bench: {bench}")
         out += [f"server: {server_line(said)}" for said in self.servers]
         out += [f"  {n}" for n in self.notes]
         out.append("  ".join(c.rjust(w) for c, w in zip(self.columns, widths, strict=True)))
