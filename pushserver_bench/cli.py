@@ -28,6 +28,7 @@ from . import (
     wirebytes,
 )
 from .context import Bench
+from .said import bench_line, bench_said
 from .table import Table
 from .targets import KINDS, TRANSPORTS
 from .versus import CLIENTS
@@ -235,8 +236,10 @@ def refusal(
 async def run(bench: Bench, numbers: list[int]) -> list[Table]:
     tables = []
     for number in numbers:
+        bench.said.clear()
         for table in await EXPERIMENTS[number](bench):
-            print(table.render(bench.machine), flush=True)
+            table.servers = list(bench.said)
+            print(table.render(bench.machine, bench_line()), flush=True)
             tables.append(table)
     return tables
 
@@ -292,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             json.dump(
                 {
                     "machine": bench.machine,
+                    "bench": bench_said(),
                     "quick": args.quick,
                     "lost": lost,
                     "tables": [t.to_json() for t in tables],

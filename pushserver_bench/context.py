@@ -7,11 +7,13 @@ import dataclasses
 import itertools
 import os
 from collections.abc import Iterator
+from typing import Any
 
 from pushserver.launcher import ServerProcess
 
 from .bare import BareProcess
 from .machine import SERVER_PIDS
+from .said import server_said
 
 _names = itertools.count(1)
 
@@ -49,6 +51,9 @@ class Bench:
     """Experiment 9: subscribers ask for gzip and inflate it; every load publishes
     `ticker_data` (realistic quotes), so a run without it compares on the same messages."""
     """Experiments 9 and 10: subscribers per client process at most."""
+    said: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """What each distinct pushserver measured since it was last cleared said of its process
+    (`said.server_said`): the `server:` lines of an experiment's tables."""
 
     def size(self, full: int, quick: int) -> int:
         return quick if self.quick else full
@@ -58,6 +63,7 @@ class Bench:
         """A server to measure: the `--url` one, or a fresh one started with `args` (the bare
         server for that target)."""
         if self.url:
+            self.hear(self.url)
             yield self.url
             return
         launch = (
@@ -66,10 +72,18 @@ class Bench:
         with launch as srv:
             assert srv.proc is not None
             SERVER_PIDS[srv.url] = srv.proc.pid
+            self.hear(srv.url)
             try:
                 yield srv.url
             finally:
                 del SERVER_PIDS[srv.url]
+
+    def hear(self, url: str) -> None:
+        """Keep what the pushserver at `url` says of its process; nginx+nchan and the bare
+        server are not asked."""
+        said = server_said(url) if self.target == "pushserver" else {}
+        if said and said not in self.said:
+            self.said.append(said)
 
     @property
     def launches(self) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .said import server_line
+
 
 def cell(value: Any) -> str:
     if isinstance(value, float):
@@ -29,6 +31,9 @@ class Table:
     notes: list[str] = dataclasses.field(default_factory=list)
     lost: int = 0
     errors: list[str] = dataclasses.field(default_factory=list)
+    servers: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """What each pushserver measured said of its process (`said.server_said`); empty for a
+    server that says nothing (nginx+nchan, the bare server)."""
 
     def __post_init__(self) -> None:
         self.columns = [*self.columns, "lost"]
@@ -39,7 +44,9 @@ class Table:
         self.lost += max(0, lost)
         self.errors.extend((errors or [])[:5])
 
-    def render(self, machine: str) -> str:
+    def render(self, machine: str, bench: str) -> str:
+        """The table under its title, the machine, the bench's Python (`bench`) and the
+        servers' own (`servers`)."""
         texts = [[cell(v) for v in row] for row in self.rows]
         widths = [
             max([len(c)] + [len(r[i]) for r in texts if i < len(r)])
@@ -47,6 +54,8 @@ class Table:
         ]
         line = "  ".join("-" * w for w in widths)
         out = [f"Experiment {self.experiment}: {self.title}", f"machine: {machine}"]
+        out.append(f"bench: {bench}")
+        out += [f"server: {server_line(said)}" for said in self.servers]
         out += [f"  {n}" for n in self.notes]
         out.append("  ".join(c.rjust(w) for c, w in zip(self.columns, widths, strict=True)))
         out.append(line)

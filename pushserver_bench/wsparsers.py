@@ -25,6 +25,7 @@ from pushserver_measure.machine import describe
 
 from .budgets import idle_rss
 from .context import Bench
+from .said import bench_line, server_line
 
 MASK = b"\x01\x02\x03\x04"
 OBJECTS = 10_000
@@ -102,7 +103,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--idle", type=int, default=10_000, help="held WebSockets for RSS")
     args = parser.parse_args()
-    print(describe())
+    print(f"machine: {describe()}\nbench: {bench_line()}")
     readers = [("websockets Protocol", websockets_reader)]
     try:
         import wsproto  # noqa: F401
@@ -122,6 +123,8 @@ def main() -> None:
     with bench.server("--heartbeat", "3600") as url:
         per_conn, held = asyncio.run(idle_rss(url, args.idle, "ws"))
     print(f"server RSS per idle held WebSocket: {per_conn / 1024:.2f} KB ({held:,} held)")
+    for said in bench.said:
+        print(f"server: {server_line(said)}")
 
 
 if __name__ == "__main__":

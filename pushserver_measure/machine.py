@@ -39,10 +39,11 @@ def machine_info() -> dict[str, Any]:
 
 
 def describe() -> str:
-    """The machine in one line, as the bench's tables name it."""
+    """The machine in one line, as the bench's tables name it; not the Python of the process
+    asking, which the bench names apart from the server's (`pushserver_bench.said`)."""
     return (
         f"{os.cpu_count()} cores, {cpu_model() or 'unknown CPU'}, "
-        f"{platform.system()} {platform.release()}, Python {platform.python_version()}"
+        f"{platform.system()} {platform.release()}"
     )
 
 

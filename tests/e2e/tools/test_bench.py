@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-from pushserver.launcher import ServerProcess
+from pushserver.monitor.interpreter import summary
+from pushserver_bench.said import server_line
+from tests.pythons import OnPython, stats, system_python
 
 BENCH = [sys.executable, "-m", "pushserver_bench"]
 
@@ -33,6 +36,15 @@ def test_quick_run_prints_every_table_and_loses_nothing(tmp_path: Path) -> None:
         assert " ".join(table["columns"]) in " ".join(proc.stdout.split())
     assert proc.stdout.count("machine: ") == len(tables)
     assert proc.stdout.count("\nlost=0\n") == len(tables)
+    # The bench and the servers it starts run on this Python, and each table says so.
+    python = os.path.realpath(sys.executable)
+    assert result["bench"]["interpreter"]["executable"] == python
+    assert proc.stdout.count(f"bench: {summary(result['bench']['interpreter'])}\n") == len(tables)
+    for table in tables:
+        assert table["servers"], table["title"]
+        for said in table["servers"]:
+            assert said["interpreter"] == result["bench"]["interpreter"]
+            assert f"server: {server_line(said)}\n" in proc.stdout
 
     by_title = {t["title"]: t for t in tables}
     latency = by_title["latency 1→1 (publish with send time → receipt)"]
@@ -59,11 +71,21 @@ def test_quick_run_prints_every_table_and_loses_nothing(tmp_path: Path) -> None:
 
 
 def test_url_mode_measures_a_running_server(tmp_path: Path) -> None:
+    """On the system's Python when it is another one: each table names the server's Python
+    and the bench's apart."""
     out = tmp_path / "bench.json"
-    with ServerProcess() as srv:
+    with OnPython(system_python() or os.path.realpath(sys.executable)) as srv:
+        said = stats(srv)
         proc = run_bench("--quick", "--only", "1,6", "--url", srv.url, "--json", str(out))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    tables = json.loads(out.read_text())["tables"]
+    result = json.loads(out.read_text())
+    tables = result["tables"]
+    assert said["interpreter"]["executable"] == srv.python
+    server = {"interpreter": said["interpreter"], "allocator": said["allocator"]}
+    # experiment 6 measures nothing at a URL (it varies the server's settings): no server line
+    assert [t["servers"] for t in tables] == [[server], []]
+    assert proc.stdout.count(f"server: {server_line(server)}\n") == 1
+    assert result["bench"]["interpreter"]["executable"] == os.path.realpath(sys.executable)
     assert [t["experiment"] for t in tables] == [1, 6]
     assert all(row[1] == 20 for row in tables[0]["rows"])
     assert tables[1]["rows"][0][1].startswith("n/a")

@@ -140,6 +140,7 @@ async def test_what_it_does_not_serve_gets_a_clear_refusal(bare) -> None:
 def test_experiment_9_starts_the_bare_server_and_measures_it(tmp_path: Path) -> None:
     tables = quick_tables(tmp_path, "--target", "bare")
     assert tables[0]["title"].startswith("held subscribers under load: bare (publish http://")
+    assert [t["servers"] for t in tables] == [[], []]  # the bare server says nothing of itself
     check_figures(tables)
 
 

@@ -8,6 +8,7 @@ import json
 import math
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from pushserver.launcher import ServerProcess
@@ -78,7 +79,11 @@ def check_figures(tables: list[dict]) -> None:
 
 def test_quick_against_a_pushserver(tmp_path: Path) -> None:
     with ServerProcess() as server:
-        check_figures(quick_tables(tmp_path, "--url", server.url))
+        tables = quick_tables(tmp_path, "--url", server.url)
+    check_figures(tables)
+    for table in tables:
+        [said] = table["servers"]
+        assert said["interpreter"]["executable"] == os.path.realpath(sys.executable)
 
 
 def test_client_processes_kept_to_cpus(tmp_path: Path) -> None:
@@ -147,6 +152,7 @@ def test_quick_against_pushserver_workers(tmp_path: Path, redis_server: RedisSer
 def test_quick_against_nginx_nchan(tmp_path: Path, nchan: Nginx) -> None:
     tables = quick_tables(tmp_path, "--target", "nchan", "--url", f"http://127.0.0.1:{nchan.port}")
     assert "nchan" in tables[0]["title"]
+    assert [t["servers"] for t in tables] == [[], []]  # nginx says nothing of itself
     check_figures(tables)
 
 
