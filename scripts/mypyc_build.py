@@ -4,10 +4,10 @@ which it shadows on import, and one shared library (`*__mypyc*.so`) at the tree'
 
     .venv/bin/python scripts/mypyc_build.py TREE [MODULE.py ...]
 
-The tree must carry the source changes mypyc needs (docs/mypyc-study.patch); without MODULE
-arguments, the modules a publish and a long-poll delivery run through (`HOT`). The build runs
-mypy on them first (the tree's `pyproject.toml` settings) and stops on any error. Remove the
-`.so` files to go back to the interpreted tree.
+The source carries the changes mypyc needs (docs/mypyc-study.md, "What adopting it takes");
+without MODULE arguments, the modules a publish and a long-poll delivery run through (`HOT`).
+The build runs mypy on them first (the tree's `pyproject.toml` settings) and stops on any error.
+Remove the `.so` files to go back to the interpreted tree.
 """
 
 from __future__ import annotations
