@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from .. import __version__
 from ..core.errors import NotFound, broker_down, draining
 from ..core.names import parse_channel
+from ..monitor.compiled import compiled
 from ..monitor.process import rss_bytes
 from .admission import HEAD
 from .auth import check_publisher
@@ -70,6 +71,7 @@ def stats(state: ServerState) -> dict[str, Any]:
         "limits_hit": dict(hub.stats.limits_hit),
         "rss_bytes": rss_bytes(),
         "allocator": state.trimmer.allocator,
+        "compiled": compiled(),
         "malloc_trims": state.trimmer.trims,
         "malloc_trimmed_bytes": state.trimmer.returned,
         "cpu_seconds": round(time.process_time(), 3),

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from ..config import FILES_RESERVED, ConfigError, Settings
 from ..monitor.allocator import missing, wanted
+from ..monitor.compiled import build
 from ..monitor.gcmonitor import GcMonitor
 from . import logfilter
 from .app import create_app
@@ -143,13 +144,14 @@ async def serve(
     state = serving.state
     allocator = state.trimmer.allocator
     log.info(
-        "worker %d listening on %s (%s broker, %s loop, allocator %s + %s)",
+        "worker %d listening on %s (%s broker, %s loop, allocator %s + %s, %s)",
         worker,
         url_for(host, port),
         state.hub.broker.name,
         settings.loop,
         allocator["python"],
         allocator["c"],
+        build(),
     )
     wants = wanted(settings.allocator, bool(settings.redis))
     warning = missing(wants, allocator["c"]) if worker == 0 else ""
