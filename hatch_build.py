@@ -42,7 +42,13 @@ class CompiledBuild(BuildHookInterface):
                 f"{SWITCH}=1 builds a wheel; an editable install runs the checkout's .py files"
             )
         self.out = tempfile.mkdtemp(prefix="pushserver-compile-")
-        lib = compile_modules(self.root, self.config["modules"], self.config["opt-level"], self.out)
+        try:
+            lib = compile_modules(
+                self.root, self.config["modules"], self.config["opt-level"], self.out
+            )
+        except BaseException:
+            shutil.rmtree(self.out)
+            raise
         build_data["pure_python"] = False
         build_data["infer_tag"] = True
         build_data["force_include"].update(
