@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install everything the tests need on a fresh machine, then run every test.
 # System packages (redis-server and redis-cli, openssl, nginx with nchan, chromium, maven, node,
-# jemalloc) come from apt when missing; Python packages go into .venv; the JS and Java tests fetch
-# their own dev dependencies.
+# jemalloc, a C compiler and the Python headers) come from apt when missing; Python packages go
+# into .venv; the JS and Java tests fetch their own dev dependencies. The compiled build is tested
+# in a stage of its own (scripts/test_compiled.sh) before the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +17,11 @@ command -v chromium >/dev/null || missing+=(chromium)
 command -v javac >/dev/null || missing+=(default-jdk-headless)
 command -v mvn >/dev/null || missing+=(maven)
 command -v node >/dev/null || missing+=(nodejs npm)
+# a C compiler and the Python headers, for the compiled build's stage (scripts/test_compiled.sh)
+command -v gcc >/dev/null || missing+=(gcc libc6-dev)
+python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' ||
+  missing+=(python3-dev)
 # jemalloc, which the server runs on when it is installed (pushserver/reexec.py)
 python3 -c 'import ctypes.util, sys; sys.exit(not ctypes.util.find_library("jemalloc"))' ||
   missing+=(libjemalloc2)
@@ -30,10 +36,16 @@ fi
 .venv/bin/pip install -q --upgrade pip
 .venv/bin/pip install -q -e '.[test]' -e ./clients/python
 
-# Packages the type checker covers: the whole tree.
-typed=(pushserver pushserver_burnin pushserver_bench pushserver_charts pushserver_measure clients/python/pushclient)
+# Packages the type checker covers: the whole tree, and the compiled build's hook.
+typed=(pushserver pushserver_burnin pushserver_bench pushserver_charts pushserver_measure clients/python/pushclient
+  hatch_build.py)
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 .venv/bin/mypy "${typed[@]}"
-exec .venv/bin/python -m pytest -n 2 "$@"
+# The compiled build, tested as its wheel installs it (scripts/test_compiled.sh); its failure
+# fails the command once every test below has run too.
+compiled=0
+./scripts/test_compiled.sh || compiled=$?
+.venv/bin/python -m pytest -n 2 "$@" || exit
+[ "$compiled" = 0 ] || { echo "the compiled stage failed: see its output above" >&2; exit "$compiled"; }

@@ -9,6 +9,8 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 
+from mypy_extensions import mypyc_attr
+
 from ..core.broker import ChannelInfo, Item
 from ..core.history import Histories
 from ..core.idempotency import KeyMemory, Published
@@ -27,6 +29,7 @@ SWEEP_SLICE = 1000
 """Channels the idle sweep looks at per loop turn, so a pass over many never holds up delivery."""
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class MemoryBroker(Reporting):
     """One process, no dependencies: its histories are the whole truth. A channel's epoch is
     made at its first message, new on every start (and after the channel was dropped while

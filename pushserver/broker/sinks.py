@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from mypy_extensions import mypyc_attr
+
 from ..core.broker import Sink
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Reporting:
     """Holds the sink an engine reports to; `running(sink)` starts the engine (its `start`) and
     stops it (its `stop`) when the context ends."""

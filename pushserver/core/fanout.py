@@ -231,7 +231,7 @@ class Fanout:
                 body = longpoll_body(bodies, last.decode(), more)
                 answer = answers[waiter.bound] = Answer(body, len(bodies))
             delivered += answer.count
-            wrap = waiter.wrap
+            wrap = waiter.wrapper()
             if wrap is None:
                 waiter.resolve(answer.body)
             else:

@@ -28,6 +28,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from mypy_extensions import mypyc_attr
+
 from .errors import InvalidInput
 from .messages import Event, Gap, Message
 from .positions import Position, born, cursor_part, is_unstarted
@@ -303,6 +305,7 @@ class ChannelHistory:
         return events
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Histories(dict[str, ChannelHistory]):
     """The channels a broker holds on this node, by name: what subscribers resume from.
 
@@ -328,7 +331,7 @@ class Histories(dict[str, ChannelHistory]):
 
     def pop(self, name: str, *default: ChannelHistory | None) -> ChannelHistory | None:  # type: ignore[override]
         """`name` dropped (its buffered messages no longer counted), or `default`."""
-        history = super().pop(name, *default)
+        history = super().pop(name, default[0]) if default else super().pop(name)
         if history is not None:
             history.clear()
         return history

@@ -42,14 +42,8 @@ class Message:
     @classmethod
     def kept(cls, channel: str, epoch: str, id: int, ts: float, seq: int, head: bytes) -> Message:
         """A message as a history keeps it: its envelope head, not its data."""
-        message = cls.__new__(cls)
-        message.channel = channel
-        message.epoch = epoch
-        message.id = id
-        message.ts = ts
-        message.data = b""
+        message = Message(channel, epoch, id, ts, b"")
         message.seq = seq
-        message.position = cursor_part(channel, epoch, id)
         message._head = head
         return message
 
@@ -109,6 +103,7 @@ class Gap:
     """Messages `first`..`last` of a channel that a subscriber cannot get, and why."""
 
     __slots__ = ("channel", "first", "last", "position", "reason")
+
     seq = -1
     """Gaps sort before every message of a backlog."""
 

@@ -10,6 +10,8 @@ import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple
 
+from mypy_extensions import mypyc_attr
+
 from ..wire.compression import Receiver
 from ..wire.framing import Framing, longpoll_body
 from .channel import Channel
@@ -67,6 +69,7 @@ def bounded(
     return bodies, last, False
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Subscription:
     """Channels and positions of one subscription.
 
@@ -105,6 +108,7 @@ class Subscription:
         return frame_events(framing, events, [b for b, _ in framed], [c for _, c in framed])
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class StreamSubscriber(Subscription):
     """A held NDJSON, SSE or WebSocket connection, written to straight from the fan-out loop.
 
@@ -153,6 +157,7 @@ class StreamSubscriber(Subscription):
         raise NotImplementedError
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Waiter(Subscription):
     """A held long-poll. `resolve` answers it with a body (shared by all one-channel waiters
     whose `bound` holds the whole batch).
@@ -164,7 +169,9 @@ class Waiter(Subscription):
     """
 
     __slots__ = ("bound",)
-    wrap: Callable[[bytes], bytes] | None = None
+
+    def wrapper(self) -> Callable[[bytes], bytes] | None:
+        return None
 
     def __init__(self, start: Start, bound: Bound) -> None:
         super().__init__(start)

@@ -14,6 +14,7 @@ from .. import __version__
 from ..core.errors import NotFound, broker_down, draining
 from ..core.names import parse_channel
 from ..monitor import interpreter
+from ..monitor.compiled import compiled
 from ..monitor.process import rss_bytes
 from .admission import HEAD
 from .auth import check_publisher
@@ -72,6 +73,7 @@ def stats(state: ServerState) -> dict[str, Any]:
         "rss_bytes": rss_bytes(),
         "allocator": state.trimmer.allocator,
         "interpreter": interpreter.describe(),
+        "compiled": compiled(),
         "malloc_trims": state.trimmer.trims,
         "malloc_trimmed_bytes": state.trimmer.returned,
         "cpu_seconds": round(time.process_time(), 3),

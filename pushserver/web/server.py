@@ -15,6 +15,7 @@ from aiohttp import web
 from ..config import FILES_RESERVED, ConfigError, Settings
 from ..monitor import interpreter
 from ..monitor.allocator import missing, wanted
+from ..monitor.compiled import build
 from ..monitor.gcmonitor import GcMonitor
 from . import logfilter
 from .app import create_app
@@ -144,13 +145,14 @@ async def serve(
     state = serving.state
     allocator = state.trimmer.allocator
     log.info(
-        "worker %d listening on %s (%s broker, %s loop, allocator %s + %s) on %s",
+        "worker %d listening on %s (%s broker, %s loop, allocator %s + %s, %s) on %s",
         worker,
         url_for(host, port),
         state.hub.broker.name,
         settings.loop,
         allocator["python"],
         allocator["c"],
+        build(),
         interpreter.summary(interpreter.describe()),
     )
     wants = wanted(settings.allocator, bool(settings.redis))

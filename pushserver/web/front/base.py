@@ -91,6 +91,7 @@ class Base:
         "repeat",
         "state",
     )
+
     front: Front
     state: ServerState
     io: Io
@@ -106,9 +107,18 @@ class Base:
     kept: Kept | None
     repeat: Repeat | None
 
-    # What one part calls of another (`Connection` defines them).
-    _start: Callable[[bytes, RequestHead, Serve, object], None]
-    answer: Callable[[RequestHead, int, Headers, bytes | None], None]
-    send: Callable[[bytes], None]
-    hold: Callable[[Held, float], None]
-    _let_go_kept: Callable[[], None]
+    # What one part calls of another (`Connection` and `Repolls` define them).
+    def _start(self, rest: bytes, head: RequestHead, serve: Serve, arg: object) -> None:
+        raise NotImplementedError
+
+    def answer(self, head: RequestHead, status: int, headers: Headers, body: bytes | None) -> None:
+        raise NotImplementedError
+
+    def send(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def hold(self, held: Held, timeout: float) -> None:
+        raise NotImplementedError
+
+    def _let_go_kept(self) -> None:
+        raise NotImplementedError

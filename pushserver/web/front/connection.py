@@ -40,7 +40,6 @@ from ..proxies import client_address
 from ..transports.handshake import HandshakeError
 from . import BUSY, DONE, IDLE, forward
 from .base import Io, Out, Serve
-from .bodies import Bodies
 from .repoll import Repolls
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pushserver")
 
 
-class Connection(Repolls, Bodies):
+class Connection(Repolls):
     __slots__ = ()
 
     def __init__(self, front: Front, io: Io, out: Out) -> None:

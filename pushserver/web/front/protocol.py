@@ -121,6 +121,8 @@ class FrontProtocol(asyncio.Protocol):
         "transport",
     )
 
+    __deletable__ = ("conn",)
+
     def __init__(self, front: Front) -> None:
         self.front = front
         self.paused = False

@@ -36,7 +36,7 @@ from urllib.parse import unquote
 
 from ..http.parser import RequestHead
 from . import DONE
-from .base import Base
+from .bodies import Bodies
 
 if TYPE_CHECKING:
     from ..transports.exchange import Exchange
@@ -275,7 +275,7 @@ def _span(line: bytes, key: bytes) -> tuple[int, int] | None:
     return None
 
 
-class Repolls(Base):
+class Repolls(Bodies):
     """The fast path's part of a connection: the head it remembers (`repeat`), the answered
     poll it keeps (`kept`), and the two ways a request is served from them without a parse."""
 

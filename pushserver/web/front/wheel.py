@@ -23,6 +23,8 @@ import math
 from collections import deque
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 RESOLUTION = 0.05
 """Seconds per bucket: how late a deadline may be met."""
 EARLY = 0.001
@@ -42,6 +44,7 @@ class Timed(Protocol):
     def due(self) -> None: ...
 
 
+@mypyc_attr(native_class=False)
 class Bucket(set[Timed]):
     """The items due at one tick (loop time `tick * RESOLUTION`)."""
 

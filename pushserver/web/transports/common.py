@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from ...core.errors import InvalidInput, Unavailable, draining
 from ...core.messages import Event, frame_events
 from ...core.names import parse_channels
@@ -254,6 +256,7 @@ def begin(start: Start, factory: type[S], *args: object) -> tuple[S, list[Event]
     return factory(start, *args), list(start.events)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class HeldSubscriber(StreamSubscriber, asyncio.Protocol):
     """A held stream (NDJSON, SSE, WebSocket) once its head is sent: the transport's protocol and
     the hub's subscriber in one object. Losing the connection unregisters it.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 from ...core.errors import InvalidInput, PushError, draining
@@ -192,7 +192,9 @@ class PlainPoll(Poll):
     (`reuse`); anything else lets it go (`let_go`): slot and channel given back, once."""
 
     __slots__ = ()
-    wrap = staticmethod(json_answer)
+
+    def wrapper(self) -> Callable[[bytes], bytes]:
+        return json_answer
 
     def done(self) -> None:
         conn = self.conn
@@ -248,7 +250,7 @@ class PlainPoll(Poll):
         if body is None:
             self.let_go()
             return False
-        conn.send(self.wrap(body))
+        conn.send(self.wrapper()(body))
         conn.keep(self)
         conn.finish(True)
         return True
@@ -258,7 +260,7 @@ class PlainPoll(Poll):
             headers, body = self.encoded(body)
             self.send(answer.whole(200, tuple(headers), "1.1", False, body))
         else:
-            self.send(self.wrap(body))
+            self.send(self.wrapper()(body))
 
     def send(self, answer: bytes) -> None:
         if not self.replied:
@@ -272,7 +274,9 @@ class GzipPlainPoll(PlainPoll):
     """A plain poll whose request accepts gzip (and its answer as it is)."""
 
     __slots__ = ()
-    wrap = staticmethod(gzip_json_answer)
+
+    def wrapper(self) -> Callable[[bytes], bytes]:
+        return gzip_json_answer
 
     def encoded(self, body: bytes) -> tuple[list[tuple[str, str]], bytes]:
         return encoded(*self.content(body), Accepts(True, True))

@@ -70,8 +70,11 @@ class FakeStream(StreamSubscriber):
 class FakeWaiter(Waiter):
     def __init__(self, start: Start, wrap: Callable[[bytes], bytes] | None = None) -> None:
         super().__init__(start, Bound(100, 1 << 20))
-        self.wrap = wrap
+        self._wrap = wrap
         self.answers: list[bytes] = []
+
+    def wrapper(self) -> Callable[[bytes], bytes] | None:
+        return self._wrap
 
     def resolve(self, body: bytes) -> None:
         self.answers.append(body)

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The compiled build's stage of the test command (scripts/test.sh runs it; it runs alone too, on
+# .venv as scripts/test.sh installs it): build the compiled wheel once (PUSHSERVER_COMPILE=1,
+# hatch_build.py), unpack it into a folder of its own with the tests beside it, and run there the
+# tests that exercise the compiled modules, against exactly the files the wheel installs: that
+# folder comes first on the path of pytest and of every server the tests start (PYTHONPATH), and
+# tests/e2e/transports/test_build_reported.py checks those servers run compiled.
+# The tests: tests/unit and tests/e2e/transports, less the slow ones (lossy links, the other
+# languages' decoders and Chromium's compression), which would triple the tests' time and need the
+# JS client and a browser. A failed build fails the stage. Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python="$PWD/.venv/bin/python"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+start=$SECONDS
+PUSHSERVER_COMPILE=1 "$python" -m pip wheel -q --no-deps -w "$work/wheel" .
+wheels=("$work"/wheel/pushserver-*.whl)
+"$python" -m zipfile -e "${wheels[0]}" "$work/tree"
+echo "compiled stage: built ${wheels[0]##*/} in $((SECONDS - start)) s"
+# what the tests read besides the packages: themselves, their configuration, scripts and docs
+cp -r tests scripts docs pyproject.toml "$work/tree/"
+
+cd "$work/tree"
+export PYTHONPATH="$PWD"
+"$python" -c 'import sys; from pushserver.monitor.compiled import compiled; sys.exit(not compiled())' ||
+  { echo "compiled stage: the wheel's hub is not an extension module" >&2; exit 1; }
+"$python" -m pytest -n 2 -p no:cacheprovider -m "not slow" tests/unit tests/e2e/transports "$@"
