@@ -64,13 +64,16 @@ class Hub:
         broker: Broker,
         max_buffer_bytes: int,
         max_flush_delay: float = 0.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`clock`: the wall clock the broker stamps messages with, which fan-out ages are
+        measured on (`Fanout.clock`)."""
         self.broker = broker
         self.channels: dict[str, LocalChannel] = {}
         self.streams: set[StreamSubscriber] = set()
         self.waiters: set[Waiter] = set()
         self.stats = HubStats()
-        self.fanout = Fanout(self, max_buffer_bytes, max_flush_delay)
+        self.fanout = Fanout(self, max_buffer_bytes, max_flush_delay, clock)
         self.shutdown = Shutdown(self)
 
     # -- what the web layer asks -------------------------------------------------------------
