@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from .ages import FANOUT_AGE_BOUNDS, Ages
 from .broker import Broker, ChannelInfo, Item, new_item
 from .channel import Channel
@@ -55,9 +57,10 @@ class HubStats:
         self.started = time.time()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Hub:
     """Channels held on this server and their subscribers; owns its broker and is the broker's
-    `Sink`."""
+    `Sink`. A subclass may observe it (`web.app.create_app`'s `hub_type`)."""
 
     def __init__(
         self,
