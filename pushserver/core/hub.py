@@ -60,7 +60,7 @@ class HubStats:
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Hub:
     """Channels held on this server and their subscribers; owns its broker and is the broker's
-    `Sink`. A subclass may observe it (`web.app.create_app`'s `hub_type`)."""
+    `Sink`. Compiled too, a subclass may stand in for it, to observe what is asked of it."""
 
     def __init__(
         self,
