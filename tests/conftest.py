@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,13 @@ from pushserver.launcher import ServerProcess
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 if soft < hard:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+if path := os.environ.get("PYTHONPATH"):
+    # The tree under test (a compiled copy: `PYTHONPATH=.` in it) is what every process the
+    # tests start imports, whatever its working directory (a client's directory, a tmp_path),
+    # rather than the checkout the venv has installed.
+    entries = (str(Path(entry).resolve()) for entry in path.split(os.pathsep) if entry)
+    os.environ["PYTHONPATH"] = os.pathsep.join(entries)
 
 SLOW = {
     # the measuring tools, run for real: Locust burn-ins, bench experiments, their timeouts

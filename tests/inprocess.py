@@ -15,6 +15,7 @@ import orjson
 from aiohttp import web
 
 from pushserver.config import Settings
+from pushserver.core.hub import Hub
 from pushserver.web.app import create_app
 from pushserver.web.server import Serving, listening_socket, start_serving
 from pushserver.web.state import ServerState
@@ -32,11 +33,12 @@ async def until(check: Callable[[], bool], what: str, timeout: float = DEADLINE)
 
 
 @contextlib.asynccontextmanager
-async def serving(**settings: object) -> AsyncIterator[Serving]:
+async def serving(hub_type: type[Hub] = Hub, **settings: object) -> AsyncIterator[Serving]:
     """Started as `pushserver.web.server` starts it: the front end accepts, aiohttp serves what
-    it passes on."""
+    it passes on. `hub_type`: the hub's class (`create_app`)."""
     config = Settings(port=0, **settings)
-    started = await start_serving(await create_app(config), listening_socket(config))
+    app = await create_app(config, hub_type=hub_type)
+    started = await start_serving(app, listening_socket(config))
     try:
         yield started
     finally:
@@ -45,9 +47,11 @@ async def serving(**settings: object) -> AsyncIterator[Serving]:
 
 
 @contextlib.asynccontextmanager
-async def in_process(**settings: object) -> AsyncIterator[tuple[ServerState, web.AppRunner, int]]:
+async def in_process(
+    hub_type: type[Hub] = Hub, **settings: object
+) -> AsyncIterator[tuple[ServerState, web.AppRunner, int]]:
     """`serving`, as its state, its aiohttp runner and the port it listens on."""
-    async with serving(**settings) as started:
+    async with serving(hub_type, **settings) as started:
         yield started.state, started.runner, started.listener.sockets[0].getsockname()[1]
 
 

@@ -7,7 +7,7 @@ import contextlib
 import itertools
 import secrets
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from mypy_extensions import mypyc_attr
 
@@ -49,7 +49,15 @@ class MemoryBroker(Reporting):
     name = "memory"
     healthy = True
 
-    def __init__(self, history_size: int, history_ttl: float, sweep_interval: float) -> None:
+    def __init__(
+        self,
+        history_size: int,
+        history_ttl: float,
+        sweep_interval: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.clock = clock
+        """The wall clock messages are stamped with (`Message.ts`) and expire by."""
         self._boot = secrets.token_hex(4)
         self.history = Histories(history_size, history_ttl, unstarted(self._boot))
         self.sweep_interval = sweep_interval
@@ -75,7 +83,7 @@ class MemoryBroker(Reporting):
     def publish(self, items: Sequence[Item]) -> list[Message]:
         sink = self.sink
         history = self.history
-        now = time.time()
+        now = self.clock()
         out = []
         for name, data, key in items:
             seen = None if key is None else self._keys.get(name, key)
@@ -138,7 +146,7 @@ class MemoryBroker(Reporting):
         idle = self.idle_after if idle_after is None else idle_after
         dropped = 0
         async for names in slices(list(history), SWEEP_SLICE):
-            now, idle_before = time.time(), time.monotonic() - idle
+            now, idle_before = self.clock(), time.monotonic() - idle
             while left and next(iter(left.values())) <= idle_before:
                 del left[next(iter(left))]
             for name in names:

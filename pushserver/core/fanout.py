@@ -74,12 +74,16 @@ class Fanout:
         hub: Hub,
         max_buffer_bytes: int,
         max_flush_delay: float,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.hub = hub
         self.stats = hub.stats
         self.ages = hub.stats.fanout_ages
         self.max_buffer_bytes = max_buffer_bytes
         self.max_flush_delay = max_flush_delay
+        self.clock = clock
+        """The wall clock messages are stamped with (`Message.ts`, the broker's): a fan-out's
+        age is its reading less the first message's stamp."""
         self.flush_delay = 0.0
         """How long after the last flush the next one waits for company; from its cost."""
         self.last_flush_end = 0.0
@@ -180,7 +184,7 @@ class Fanout:
                     cut.append(sub)
         if ch.waiters:
             self._answer_waiters(ch, singles, cursors)
-        age, ages = time.time() - messages[0].ts, self.ages
+        age, ages = self.clock() - messages[0].ts, self.ages
         ages.counts[bisect_left(ages.bounds, age)] += 1
         ages.total += age
 

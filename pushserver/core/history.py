@@ -326,6 +326,12 @@ class Histories(dict[str, ChannelHistory]):
         """The bytes and messages every channel here buffers."""
         self._arrivals = itertools.count(1)
 
+    def __setitem__(self, name: str, history: ChannelHistory) -> None:
+        """dict's own. Stated because compiled, a class that defines `__delitem__` but not this
+        stores through `super(type(self), self).__setitem__`, which for a subclass of this one
+        comes back here without end (RecursionError)."""
+        super().__setitem__(name, history)
+
     def __delitem__(self, name: str) -> None:
         self.pop(name)
 

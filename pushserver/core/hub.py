@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from .ages import FANOUT_AGE_BOUNDS, Ages
 from .broker import Broker, ChannelInfo, Item, new_item
 from .channel import Channel
@@ -55,22 +57,26 @@ class HubStats:
         self.started = time.time()
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Hub:
     """Channels held on this server and their subscribers; owns its broker and is the broker's
-    `Sink`."""
+    `Sink`. Compiled too, a subclass may stand in for it, to observe what is asked of it."""
 
     def __init__(
         self,
         broker: Broker,
         max_buffer_bytes: int,
         max_flush_delay: float = 0.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
+        """`clock`: the wall clock the broker stamps messages with, which fan-out ages are
+        measured on (`Fanout.clock`)."""
         self.broker = broker
         self.channels: dict[str, LocalChannel] = {}
         self.streams: set[StreamSubscriber] = set()
         self.waiters: set[Waiter] = set()
         self.stats = HubStats()
-        self.fanout = Fanout(self, max_buffer_bytes, max_flush_delay)
+        self.fanout = Fanout(self, max_buffer_bytes, max_flush_delay, clock)
         self.shutdown = Shutdown(self)
 
     # -- what the web layer asks -------------------------------------------------------------

@@ -34,6 +34,8 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import unquote
 
+from mypy_extensions import mypyc_attr
+
 from ..http.parser import RequestHead
 from . import DONE
 from .bodies import Bodies
@@ -82,7 +84,10 @@ class Kept(Protocol):
         ...
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Repeat:
+    """A head remembered but for one query value; a subclass may observe it (`Repeats`)."""
+
     __slots__ = ("awaited", "escapes", "expected", "fixed", "parsed", "prefix", "room", "suffix")
 
     def __init__(
@@ -159,11 +164,13 @@ class Sized(Repeat):
 class Repeats:
     """The repeats of one server's connections, one per distinct head."""
 
-    __slots__ = ("max_line", "table")
+    __slots__ = ("kind", "max_line", "table")
 
-    def __init__(self, max_line: int) -> None:
+    def __init__(self, max_line: int, kind: type[Repeat] = Repeat) -> None:
         self.max_line = max_line
         """`--max-line-size`: the longest request target."""
+        self.kind = kind
+        """The class of the repeats varying in a query value: a subclass observes them."""
         self.table: dict[tuple[str, bytes, bytes, str], Repeat] = {}
 
     def find(self, raw: bytes, head: RequestHead, name: str | None, parsed: Again) -> Repeat | None:
@@ -175,7 +182,7 @@ class Repeats:
         escaping it, or a head too long to keep."""
         if len(raw) > MAX_REPEAT_BYTES:
             return None
-        kind: type[Repeat] = Repeat
+        kind = self.kind
         escapes: Escapes = {}
         if name is None:
             span = _length_span(raw, head)
@@ -215,7 +222,7 @@ class Repeats:
         if escapes is None or escapes == repeat.escapes:
             return repeat
         return self._shared(
-            Repeat(repeat.prefix, repeat.suffix, repeat.parsed, repeat.room, escapes)
+            self.kind(repeat.prefix, repeat.suffix, repeat.parsed, repeat.room, escapes)
         )
 
     def _shared(self, repeat: Repeat) -> Repeat:

@@ -15,6 +15,7 @@ import urllib.request
 import aiohttp
 import pytest
 
+import pushserver.core.hub
 from pushserver.config import ConfigError, Settings, parse
 from pushserver.launcher import ServerProcess
 from pushserver.web.transports.ws import CLOSE_TIMEOUT
@@ -147,6 +148,16 @@ def test_settings_precedence(tmp_path, monkeypatch):
 def test_bad_settings_are_clear_errors(args, message):
     with pytest.raises(ConfigError, match=message):
         parse(args)
+
+
+def test_a_process_a_test_starts_imports_the_tree_the_tests_import(tmp_path):
+    """From another working directory too: a compiled copy tested through a relative
+    `PYTHONPATH`, not the checkout installed in the venv (tests/conftest.py)."""
+    code = "import pushserver.core.hub as hub; print(hub.__file__)"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == pushserver.core.hub.__file__
 
 
 def test_command_line_help_and_errors():

@@ -8,18 +8,21 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 import pytest
 
+from pushserver.core.hub import Hub
+from pushserver.core.positions import Position
+from pushserver.core.subscription import LocalChannel
 from pushserver.core.tokens import mint
 from pushserver.web import publishing
-from pushserver.web.front.repoll import Repeat
+from pushserver.web.front.repoll import Repeat, Repeats
 from pushserver.web.http.parser import HeadParser
 from pushserver.web.state import ServerState
 
-from ...inprocess import in_process, publish, until
+from ...inprocess import in_process, publish, serving, until
 from ...inprocess import poll as poll_on
 from ...redis_fixture import redis_server_fixture  # noqa: F401
 
@@ -81,35 +84,39 @@ async def answered_once(
     return conn, waiter, answer
 
 
-@contextlib.contextmanager
-def channel_books(state: ServerState) -> Iterator[collections.Counter[str]]:
-    """Counts, per channel, every open by the hub less every release: 0 once each
+class BookedHub(Hub):
+    """A hub that counts, per channel, every open less every release (`books`): 0 once each
     subscription gave its channels back exactly once."""
-    hub = state.hub
-    books: collections.Counter[str] = collections.Counter()
-    open_now, open_, release = hub.open_now, hub.open, hub.release
 
-    def counted_open_now(names, positions):  # type: ignore[no-untyped-def]
-        found = open_now(names, positions)
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.books: collections.Counter[str] = collections.Counter()
+
+    def open_now(
+        self, names: Sequence[str], positions: Mapping[str, Position]
+    ) -> list[LocalChannel] | None:
+        found = super().open_now(names, positions)
         if found is not None:
-            books.update(names)
+            self.books.update(names)
         return found
 
-    async def counted_open(names, positions):  # type: ignore[no-untyped-def]
-        found = await open_(names, positions)
-        books.update(names)
+    async def open(
+        self, names: Sequence[str], positions: Mapping[str, Position]
+    ) -> list[LocalChannel]:
+        found = await super().open(names, positions)
+        self.books.update(names)
         return found
 
-    def counted_release(channels: Iterable) -> None:  # type: ignore[type-arg]
+    def release(self, channels: Iterable[LocalChannel]) -> None:
         channels = list(channels)
-        books.subtract(ch.name for ch in channels)
-        release(channels)
+        self.books.subtract(ch.name for ch in channels)
+        super().release(channels)
 
-    hub.open_now, hub.open, hub.release = counted_open_now, counted_open, counted_release  # type: ignore[method-assign]
-    try:
-        yield books
-    finally:
-        hub.open_now, hub.open, hub.release = open_now, open_, release  # type: ignore[method-assign]
+
+def channel_books(state: ServerState) -> collections.Counter[str]:
+    """The books of a server started with `BookedHub`."""
+    assert isinstance(state.hub, BookedHub)
+    return state.hub.books
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -166,14 +173,18 @@ async def test_encoded_repolls_after_a_first_poll_with_no_cursor_are_matched_by_
     escapes one; its first re-poll does (read from the head remembered, not parsed), and the
     re-polls after it are matched whole with the cursor their kept poll awaits."""
     read: list[bytes] = []
-    value = Repeat.value
 
-    def counted(self: Repeat, raw: bytes) -> str | None:
-        read.append(raw)
-        return value(self, raw)
+    class Read(Repeat):
+        """Records each head a value is read from."""
 
-    monkeypatch.setattr(Repeat, "value", counted)
-    async with in_process() as (state, _, port):
+        def value(self, raw: bytes) -> str | None:
+            read.append(raw)
+            return super().value(raw)
+
+    async with serving() as started:
+        state = started.state
+        started.front.repeats = Repeats(state.settings.max_line_size, Read)
+        port = started.listener.sockets[0].getsockname()[1]
         await publish(port, "first", "start")
         conn = await connect(port)
         cursor = ""
@@ -236,79 +247,81 @@ async def test_kept_polls_behind_the_head_answer_as_new_polls_would():
     """Behind by messages still buffered, within `?limit` (the rest waiting), by more than the
     history holds (a gap first), and past the head (refused): byte for byte what a connection
     with nothing kept gets for the same request."""
-    async with in_process(history_size=3) as (state, _, port):
+    async with in_process(BookedHub, history_size=3) as (state, _, port):
         await publish(port, "gap", "start")
-        with channel_books(state) as books:
-            heads = ["/lp/gap?timeout=20&cursor=", "/lp/gap?timeout=20&limit=1&cursor="] * 2
-            conns = [await connect(port) for _ in heads]
-            head = await head_cursor(conns[0], "gap")
-            pairs = zip(conns, heads, strict=True)
-            tasks = [asyncio.create_task(poll(c, h + head)) for c, h in pairs]
-            await until(lambda: held(state) == 4, "four polls held")
-            await publish(port, "gap", 1)
-            cursor = {(await t)[1]["cursor"] for t in tasks}.pop()
-            assert held(state) == 4  # answered, awaiting their re-polls
-            fresh = await connect(port)
+        books = channel_books(state)
+        heads = ["/lp/gap?timeout=20&cursor=", "/lp/gap?timeout=20&limit=1&cursor="] * 2
+        conns = [await connect(port) for _ in heads]
+        head = await head_cursor(conns[0], "gap")
+        pairs = zip(conns, heads, strict=True)
+        tasks = [asyncio.create_task(poll(c, h + head)) for c, h in pairs]
+        await until(lambda: held(state) == 4, "four polls held")
+        assert books == {"gap": 4}  # each open counted, the head's given back
+        await publish(port, "gap", 1)
+        cursor = {(await t)[1]["cursor"] for t in tasks}.pop()
+        assert held(state) == 4  # answered, awaiting their re-polls
+        fresh = await connect(port)
 
-            async def same_as_fresh(i: int, cursor: str) -> dict:
-                answer = await poll(conns[i], heads[i] + cursor)
-                assert answer == await poll(fresh, heads[i] + cursor)
-                return answer[1]
+        async def same_as_fresh(i: int, cursor: str) -> dict:
+            answer = await poll(conns[i], heads[i] + cursor)
+            assert answer == await poll(fresh, heads[i] + cursor)
+            return answer[1]
 
-            await publish(port, "gap", 2)
-            await publish(port, "gap", 3)
-            answer = await same_as_fresh(0, cursor)
-            assert ([m["data"] for m in answer["messages"]], answer.get("more")) == ([2, 3], None)
-            answer = await same_as_fresh(1, cursor)
-            assert ([m["data"] for m in answer["messages"]], answer.get("more")) == ([2], True)
-            for n in range(4, 8):
-                await publish(port, "gap", n)
-            answer = await same_as_fresh(2, cursor)  # 2 to 4 are gone: a gap first
-            assert answer["messages"][0]["type"] == "gap"
-            assert [m.get("data") for m in answer["messages"][1:]] == [5, 6, 7]
-            error = await same_as_fresh(3, cursor.rpartition(":")[0] + ":99")
-            assert error["error"] == "bad_cursor"
-            for _, writer in [*conns, fresh]:
-                writer.close()
-            await until(lambda: not +books and not -books, "every open channel given back")
+        await publish(port, "gap", 2)
+        await publish(port, "gap", 3)
+        answer = await same_as_fresh(0, cursor)
+        assert ([m["data"] for m in answer["messages"]], answer.get("more")) == ([2, 3], None)
+        answer = await same_as_fresh(1, cursor)
+        assert ([m["data"] for m in answer["messages"]], answer.get("more")) == ([2], True)
+        for n in range(4, 8):
+            await publish(port, "gap", n)
+        answer = await same_as_fresh(2, cursor)  # 2 to 4 are gone: a gap first
+        assert answer["messages"][0]["type"] == "gap"
+        assert [m.get("data") for m in answer["messages"][1:]] == [5, 6, 7]
+        error = await same_as_fresh(3, cursor.rpartition(":")[0] + ":99")
+        assert error["error"] == "bad_cursor"
+        for _, writer in [*conns, fresh]:
+            writer.close()
+        await until(lambda: not +books and not -books, "every open channel given back")
 
 
 async def test_every_poll_gives_its_channels_back_once_however_its_connection_goes_on(
     broker: dict,
 ) -> None:
-    async with in_process(**broker) as (state, _, port):
+    async with in_process(BookedHub, **broker) as (state, _, port):
         await publish(port, "books", "start")
-        with channel_books(state) as books:
-            conns = [await connect(port) for _ in range(4)]
-            cursor = await head_cursor(conns[0], "books")
-            tasks = [
-                asyncio.create_task(poll(c, f"/lp/books?timeout=20&cursor={cursor}")) for c in conns
-            ]
-            await until(lambda: held(state) == 4, "four polls held")
-            await publish(port, "books", 1)
-            cursors = [(await t)[1]["cursor"] for t in tasks]
-            assert held(state) == 4  # answered, awaiting their re-polls
-            # 0: re-polls at the head (kept and held again), answered by a publish.
-            # 1: another request on the connection first, then a re-poll.
-            # 2: a re-poll with the cursor of the poll before (behind the head).
-            # 3: closed while between polls.
-            again = asyncio.create_task(poll(conns[0], f"/lp/books?timeout=20&cursor={cursors[0]}"))
-            status, _ = await poll(conns[1], "/lp/other?timeout=0")
-            assert status == 200
-            late = asyncio.create_task(poll(conns[1], f"/lp/books?timeout=20&cursor={cursors[1]}"))
-            status, answer = await poll(conns[2], f"/lp/books?timeout=20&cursor={cursor}")
-            assert [m["data"] for m in answer["messages"]] == [1]
-            conns[3][1].close()
-            await until(lambda: len(waiters(state, "books")) == 2, "two re-polls held")
-            await until(lambda: held(state) == 3, "3 gone; 2 answered, awaiting its re-poll")
-            await publish(port, "books", 2)
-            for task in (again, late):
-                status, answer = await task
-                assert (status, [m["data"] for m in answer["messages"]]) == (200, [2])
-            for _, writer in conns[:3]:
-                writer.close()
-            await until(lambda: not +books and not -books, "every open channel given back")
-            await until(lambda: held(state) == 0, "every slot given back")
+        books = channel_books(state)
+        conns = [await connect(port) for _ in range(4)]
+        cursor = await head_cursor(conns[0], "books")
+        tasks = [
+            asyncio.create_task(poll(c, f"/lp/books?timeout=20&cursor={cursor}")) for c in conns
+        ]
+        await until(lambda: held(state) == 4, "four polls held")
+        assert books == {"books": 4}  # each open counted, the head's given back
+        await publish(port, "books", 1)
+        cursors = [(await t)[1]["cursor"] for t in tasks]
+        assert held(state) == 4  # answered, awaiting their re-polls
+        # 0: re-polls at the head (kept and held again), answered by a publish.
+        # 1: another request on the connection first, then a re-poll.
+        # 2: a re-poll with the cursor of the poll before (behind the head).
+        # 3: closed while between polls.
+        again = asyncio.create_task(poll(conns[0], f"/lp/books?timeout=20&cursor={cursors[0]}"))
+        status, _ = await poll(conns[1], "/lp/other?timeout=0")
+        assert status == 200
+        late = asyncio.create_task(poll(conns[1], f"/lp/books?timeout=20&cursor={cursors[1]}"))
+        status, answer = await poll(conns[2], f"/lp/books?timeout=20&cursor={cursor}")
+        assert [m["data"] for m in answer["messages"]] == [1]
+        conns[3][1].close()
+        await until(lambda: len(waiters(state, "books")) == 2, "two re-polls held")
+        await until(lambda: held(state) == 3, "3 gone; 2 answered, awaiting its re-poll")
+        await publish(port, "books", 2)
+        for task in (again, late):
+            status, answer = await task
+            assert (status, [m["data"] for m in answer["messages"]]) == (200, [2])
+        for _, writer in conns[:3]:
+            writer.close()
+        await until(lambda: not +books and not -books, "every open channel given back")
+        await until(lambda: held(state) == 0, "every slot given back")
 
 
 async def test_kept_polls_keep_their_slots_against_the_connection_limit():
@@ -318,7 +331,7 @@ async def test_kept_polls_keep_their_slots_against_the_connection_limit():
     closing give two slots back, which two of the others take while three are refused. Every
     refused poll gives its channel back. (Publishes go to the hub: a publisher's connection
     would count too.)"""
-    async with in_process(max_connections=5) as (state, _, port):
+    async with in_process(BookedHub, max_connections=5) as (state, _, port):
 
         async def put(data: int) -> None:
             await publishing.publish(
@@ -326,56 +339,56 @@ async def test_kept_polls_keep_their_slots_against_the_connection_limit():
             )
 
         await publish(port, "cap", "start")
-        with channel_books(state) as books:
-            kept: list[Conn] = []
-            for _ in range(5):  # one at a time: a connection waiting for its next request
-                kept.append(await connect(port))  # counts as an unfinished head (security.md)
-                head = await head_cursor(kept[-1], "cap")
+        books = channel_books(state)
+        kept: list[Conn] = []
+        for _ in range(5):  # one at a time: a connection waiting for its next request
+            kept.append(await connect(port))  # counts as an unfinished head (security.md)
+            head = await head_cursor(kept[-1], "cap")
 
-            def polls(group: list[Conn], cursor: str) -> list[asyncio.Task]:
-                return [
-                    asyncio.create_task(poll(c, f"/lp/cap?timeout=20&cursor={cursor}"))
-                    for c in group
-                ]
+        def polls(group: list[Conn], cursor: str) -> list[asyncio.Task]:
+            return [
+                asyncio.create_task(poll(c, f"/lp/cap?timeout=20&cursor={cursor}")) for c in group
+            ]
 
-            async def refused(group: list[Conn], cursor: str) -> None:
-                for c in group:
-                    status, answer = await poll(c, f"/lp/cap?timeout=20&cursor={cursor}")
-                    assert (status, answer["error"]) == (503, "over_capacity")
+        async def refused(group: list[Conn], cursor: str) -> None:
+            for c in group:
+                status, answer = await poll(c, f"/lp/cap?timeout=20&cursor={cursor}")
+                assert (status, answer["error"]) == (503, "over_capacity")
 
-            held_kept = polls(kept, head)
-            await until(lambda: held(state) == 5, "the kept polls held")
-            others = [await connect(port) for _ in range(5)]
-            await refused(others, head)
-            await put(1)
-            answers = [await t for t in held_kept]
-            assert [(s, [m["data"] for m in a["messages"]]) for s, a in answers] == [(200, [1])] * 5
-            head = answers[0][1]["cursor"]
-            assert held(state) == 5  # answered, awaiting their re-polls
-            await refused(others, head)
-            held_kept = polls(kept, head)
-            await until(lambda: len(waiters(state, "cap")) == 5, "the re-polls held again")
-            assert held(state) == 5
-            for task, (_, writer) in zip(held_kept[:2], kept[:2], strict=True):
-                task.cancel()
-                writer.close()
-            await until(lambda: held(state) == 3, "two slots given back")
-            tasks = polls(others, head)
-            await until(lambda: len(waiters(state, "cap")) == 5, "two others held")
-            await until(lambda: sum(t.done() for t in tasks) == 3, "the others refused")
-            await put(2)
-            answers = [await t for t in [*held_kept[2:], *tasks]]
-            statuses = collections.Counter(status for status, _ in answers)
-            assert statuses == {200: 5, 503: 3}, answers
-            for status, answer in answers:
-                if status == 200:
-                    assert [m["data"] for m in answer["messages"]] == [2]
-                else:
-                    assert answer["error"] == "over_capacity"
-            for _, writer in kept[2:] + others:
-                writer.close()
-            await until(lambda: not +books and not -books, "every open channel given back")
-            await until(lambda: held(state) == 0, "every slot given back")
+        held_kept = polls(kept, head)
+        await until(lambda: held(state) == 5, "the kept polls held")
+        assert books == {"cap": 5}  # each open counted, the head's given back
+        others = [await connect(port) for _ in range(5)]
+        await refused(others, head)
+        await put(1)
+        answers = [await t for t in held_kept]
+        assert [(s, [m["data"] for m in a["messages"]]) for s, a in answers] == [(200, [1])] * 5
+        head = answers[0][1]["cursor"]
+        assert held(state) == 5  # answered, awaiting their re-polls
+        await refused(others, head)
+        held_kept = polls(kept, head)
+        await until(lambda: len(waiters(state, "cap")) == 5, "the re-polls held again")
+        assert held(state) == 5
+        for task, (_, writer) in zip(held_kept[:2], kept[:2], strict=True):
+            task.cancel()
+            writer.close()
+        await until(lambda: held(state) == 3, "two slots given back")
+        tasks = polls(others, head)
+        await until(lambda: len(waiters(state, "cap")) == 5, "two others held")
+        await until(lambda: sum(t.done() for t in tasks) == 3, "the others refused")
+        await put(2)
+        answers = [await t for t in [*held_kept[2:], *tasks]]
+        statuses = collections.Counter(status for status, _ in answers)
+        assert statuses == {200: 5, 503: 3}, answers
+        for status, answer in answers:
+            if status == 200:
+                assert [m["data"] for m in answer["messages"]] == [2]
+            else:
+                assert answer["error"] == "over_capacity"
+        for _, writer in kept[2:] + others:
+            writer.close()
+        await until(lambda: not +books and not -books, "every open channel given back")
+        await until(lambda: held(state) == 0, "every slot given back")
 
 
 async def test_a_channel_nobody_published_to_is_not_kept_after_its_poll_times_out():

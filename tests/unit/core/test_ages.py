@@ -2,25 +2,29 @@
 
 from __future__ import annotations
 
-import time
-from types import SimpleNamespace
-
+from pushserver.broker.memory import MemoryBroker
 from pushserver.core.ages import FANOUT_AGE_BOUNDS, Ages
+from pushserver.core.hub import Hub
 
-from .test_hub import hub, stream  # noqa: F401  (the fixture)
+from .test_hub import stream
 
 PUBLISHED = 1024.0
 """The publish time the broker is made to see: from it, the bounds among the ages below are
 exact floats."""
 
 
-def clocks(monkeypatch, age: float) -> None:
-    """The broker stamps messages at `PUBLISHED`; the fan-out writes them `age` later."""
-    for module, now in (("broker.memory", PUBLISHED), ("core.fanout", PUBLISHED + age)):
-        fake = SimpleNamespace(
-            time=lambda now=now: now, monotonic=time.monotonic, perf_counter=time.perf_counter
-        )
-        monkeypatch.setattr(f"pushserver.{module}.time", fake)
+class Clocks:
+    """The broker's clock and the fan-out's, passed to each: the broker stamps messages at
+    `PUBLISHED`; the fan-out writes them `age` later."""
+
+    def __init__(self) -> None:
+        self.age = 0.0
+
+    def published(self) -> float:
+        return PUBLISHED
+
+    def written(self) -> float:
+        return PUBLISHED + self.age
 
 
 def test_cumulative_counts_end_with_everything_at_inf():
@@ -30,22 +34,23 @@ def test_cumulative_counts_end_with_everything_at_inf():
     assert all(type(seen) is float for _, seen in ages.cumulative())
 
 
-async def test_each_fan_out_counts_its_first_message_age_in_the_bucket_at_or_above_it(
-    hub,  # noqa: F811
-    monkeypatch,
-):
+async def test_each_fan_out_counts_its_first_message_age_in_the_bucket_at_or_above_it():
     """A bound itself is in its own bucket (Prometheus' `le`); an age past every bound is in
     `+Inf`'s; a fan-out of several messages counts once, by its first message."""
-    await stream(hub, ["a"])
-    ages = hub.stats.fanout_ages
-    assert ages.bounds == FANOUT_AGE_BOUNDS
-    seen = [0.0003, 0.5, 0.07, 0.5, 3.0, 7.0, 5.0]
-    for age in seen:
-        clocks(monkeypatch, age)
-        await hub.publish([("a", b"1")])
-    clocks(monkeypatch, 0.25)
-    await hub.publish([("a", b"2"), ("a", b"3")])
-    await hub.publish([("nobody", b"4")])  # no one held: no fan-out, no age
+    clocks = Clocks()
+    broker = MemoryBroker(10, 300, 3600, clock=clocks.published)
+    hub = Hub(broker, max_buffer_bytes=1000, clock=clocks.written)
+    async with broker.running(hub):
+        await stream(hub, ["a"])
+        ages = hub.stats.fanout_ages
+        assert ages.bounds == FANOUT_AGE_BOUNDS
+        seen = [0.0003, 0.5, 0.07, 0.5, 3.0, 7.0, 5.0]
+        for age in seen:
+            clocks.age = age
+            await hub.publish([("a", b"1")])
+        clocks.age = 0.25
+        await hub.publish([("a", b"2"), ("a", b"3")])
+        await hub.publish([("nobody", b"4")])  # no one held: no fan-out, no age
     expected = dict.fromkeys((*FANOUT_AGE_BOUNDS, float("inf")), 0)
     for bound in (0.0005, 0.5, 0.1, 0.5, 5.0, float("inf"), 5.0, 0.25):
         expected[bound] += 1
