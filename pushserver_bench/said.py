@@ -3,7 +3,8 @@
 A server's CPU per publish and per delivery depends on the CPython build it runs on
 (docs/operations.md, "Which Python to run it on"), and the bench's Python is not the server's:
 each table names the bench's (`bench:`) and, when the server answers `/stats` with
-`interpreter`, the server's with its allocator (`server:`). nginx+nchan, the bare server and a
+`interpreter`, the server's with its allocator and build, compiled or interpreted (`server:`,
+docs/operations.md "The compiled build"). nginx+nchan, the bare server and a
 server that does not say are named by nothing: never guessed.
 """
 
@@ -18,8 +19,8 @@ from pushserver_measure.http11 import Connection, ConnectionClosed, Endpoint
 
 
 def server_said(url: str) -> dict[str, Any]:
-    """`{"interpreter": {...}, "allocator": {...}}` from the `/stats` of the pushserver at
-    `url`; {} when it answers no `interpreter`."""
+    """`{"interpreter": {...}, "allocator": {...}, "compiled": bool}` from the `/stats` of the
+    pushserver at `url`; {} when it answers no `interpreter`."""
     conn = Connection(Endpoint.parse(url), timeout=10)
     try:
         head, body = conn.request("GET", "/stats")
@@ -30,16 +31,19 @@ def server_said(url: str) -> dict[str, Any]:
         conn.close()
     if not isinstance(stats, dict) or not isinstance(stats.get("interpreter"), dict):
         return {}
-    return {key: stats[key] for key in ("interpreter", "allocator") if key in stats}
+    return {key: stats[key] for key in ("interpreter", "allocator", "compiled") if key in stats}
 
 
 def server_line(said: dict[str, Any]) -> str:
     """`CPython 3.11.2 (/usr/bin/python3.11, libpython static), allocator pymalloc + glibc
-    2.36`: a server's `server_said` in a table's header."""
+    2.36, compiled`: a server's `server_said` in a table's header."""
     text = interpreter.summary(said["interpreter"])
     allocator = said.get("allocator")
     if isinstance(allocator, dict):
         text += f", allocator {allocator.get('python', '?')} + {allocator.get('c', '?')}"
+    compiled = said.get("compiled")
+    if isinstance(compiled, bool):
+        text += ", compiled" if compiled else ", interpreted"
     return text
 
 

@@ -81,7 +81,8 @@ def test_url_mode_measures_a_running_server(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     tables = result["tables"]
     assert said["interpreter"]["executable"] == srv.python
-    server = {"interpreter": said["interpreter"], "allocator": said["allocator"]}
+    server = {key: said[key] for key in ("interpreter", "allocator", "compiled")}
+    assert server_line(server).endswith(f", {'compiled' if said['compiled'] else 'interpreted'}")
     # experiment 6 measures nothing at a URL (it varies the server's settings): no server line
     assert [t["servers"] for t in tables] == [[server], []]
     assert proc.stdout.count(f"server: {server_line(server)}\n") == 1
