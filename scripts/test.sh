@@ -34,15 +34,10 @@ fi
 
 [ -x .venv/bin/python ] || python3 -m venv .venv
 .venv/bin/pip install -q --upgrade pip
-.venv/bin/pip install -q -e '.[test]' -e ./clients/python
 
-# Packages the type checker covers: the whole tree, and the compiled build's hook.
-typed=(pushserver pushserver_burnin pushserver_bench pushserver_charts pushserver_measure clients/python/pushclient
-  hatch_build.py)
-
-# The compiled build's wheel, built on one core while the checks below run on the other (a
-# minute of compiling that would otherwise add to the command), then tested as it installs
-# (scripts/test_compiled.sh); its failure fails the command once every test below has run too.
+# The compiled build's wheel, built on one core while the install and the checks below run on
+# the other (a minute of compiling that would otherwise add to the command), then tested as it
+# installs (scripts/test_compiled.sh); its failure fails the command once every test has run.
 built=$(mktemp -d)
 (
   start=$SECONDS
@@ -53,7 +48,13 @@ built=$(mktemp -d)
   echo "$rc" >"$built/build.rc"
 ) &
 build=$!
-trap 'kill "$build" 2>/dev/null; rm -rf "$built"' EXIT
+trap 'kill "$build" 2>/dev/null || true; rm -rf "$built"' EXIT
+
+.venv/bin/pip install -q -e '.[test]' -e ./clients/python
+
+# Packages the type checker covers: the whole tree, and the compiled build's hook.
+typed=(pushserver pushserver_burnin pushserver_bench pushserver_charts pushserver_measure clients/python/pushclient
+  hatch_build.py)
 
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

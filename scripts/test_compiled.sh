@@ -9,9 +9,9 @@
 # languages' decoders and Chromium's compression), which would triple the tests' time and need the
 # JS client and a browser. A failed build fails the stage.
 #   scripts/test_compiled.sh [--wheel-from DIR] [PYTEST ARGS...]
-# --wheel-from DIR: DIR holds the wheel already built, or is being given it by a build running
-# meanwhile (scripts/test.sh starts one beside its checks, so the compile does not add its
-# minute to the command: see wheel_built); DIR/build.rc holds that build's exit status when done.
+# --wheel-from DIR: test the wheel a build already wrote to DIR, with its exit status in
+# DIR/build.rc and its output in DIR/build.log (scripts/test.sh builds it beside its install and
+# checks, so the compile does not add its minute to the command); without it, build here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="$PWD/.venv/bin/python"
