@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from pushserver.monitor import interpreter
+from pushserver.monitor.compiled import word
 from pushserver_measure.http11 import Connection, ConnectionClosed, Endpoint
 
 
@@ -43,7 +44,7 @@ def server_line(said: dict[str, Any]) -> str:
         text += f", allocator {allocator.get('python', '?')} + {allocator.get('c', '?')}"
     compiled = said.get("compiled")
     if isinstance(compiled, bool):
-        text += ", compiled" if compiled else ", interpreted"
+        text += f", {word(compiled)}"
     return text
 
 

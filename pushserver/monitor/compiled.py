@@ -23,6 +23,12 @@ def compiled() -> bool:
     return is_extension(WITNESS)
 
 
+def word(compiled: bool) -> str:
+    """`compiled` or `interpreted`: how the log line and the bench's `server:` line name a
+    build."""
+    return "compiled" if compiled else "interpreted"
+
+
 def build() -> str:
-    """The word for the log line."""
-    return "compiled" if compiled() else "interpreted"
+    """The word for this process's log line."""
+    return word(compiled())
