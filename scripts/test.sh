@@ -39,14 +39,7 @@ fi
 # the other (a minute of compiling that would otherwise add to the command), then tested as it
 # installs (scripts/test_compiled.sh); its failure fails the command once every test has run.
 built=$(mktemp -d)
-(
-  start=$SECONDS
-  rc=0
-  PUSHSERVER_COMPILE=1 .venv/bin/python -m pip wheel -q --no-deps -w "$built" . \
-    >"$built/build.log" 2>&1 || rc=$?
-  echo "compiled stage: built in $((SECONDS - start)) s (exit $rc)" >>"$built/build.log"
-  echo "$rc" >"$built/build.rc"
-) &
+./scripts/test_compiled.sh --build-into "$built" &
 build=$!
 trap 'kill "$build" 2>/dev/null || true; rm -rf "$built"' EXIT
 
@@ -60,7 +53,6 @@ typed=(pushserver pushserver_burnin pushserver_bench pushserver_charts pushserve
 .venv/bin/ruff format --check .
 .venv/bin/mypy "${typed[@]}"
 wait "$build" || true
-tail -n 1 "$built/build.log"
 compiled=0
 ./scripts/test_compiled.sh --wheel-from "$built" || compiled=$?
 .venv/bin/python -m pytest -n 2 "$@" || exit

@@ -9,26 +9,40 @@
 # languages' decoders and Chromium's compression), which would triple the tests' time and need the
 # JS client and a browser. A failed build fails the stage.
 #   scripts/test_compiled.sh [--wheel-from DIR] [PYTEST ARGS...]
-# --wheel-from DIR: test the wheel a build already wrote to DIR, with its exit status in
-# DIR/build.rc and its output in DIR/build.log (scripts/test.sh builds it beside its install and
-# checks, so the compile does not add its minute to the command); without it, build here.
+#   scripts/test_compiled.sh --build-into DIR
+# --build-into DIR only builds: the wheel into DIR, the build's output in DIR/build.log and its
+# exit status in DIR/build.rc (scripts/test.sh runs it beside its install and checks, so the
+# compile does not add its minute to the command); --wheel-from DIR then tests what it built.
+# Without either, build here and test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python="$PWD/.venv/bin/python"
 
+build_into() {
+  local dir=$1 start=$SECONDS rc=0
+  mkdir -p "$dir"
+  PUSHSERVER_COMPILE=1 "$python" -m pip wheel -q --no-deps -w "$dir" . >"$dir/build.log" 2>&1 ||
+    rc=$?
+  echo "compiled stage: built in $((SECONDS - start)) s (exit $rc)" >>"$dir/build.log"
+  echo "$rc" >"$dir/build.rc"
+}
+
+if [ "${1:-}" = --build-into ]; then
+  build_into "$2"
+  exit 0
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if [ "${1:-}" = --wheel-from ]; then
   built=$2
   shift 2
-  [ "$(cat "$built/build.rc")" = 0 ] ||
-    { cat "$built/build.log" >&2; echo "compiled stage: the build failed" >&2; exit 1; }
 else
   built="$work/wheel"
-  start=$SECONDS
-  PUSHSERVER_COMPILE=1 "$python" -m pip wheel -q --no-deps -w "$built" .
-  echo "compiled stage: built in $((SECONDS - start)) s"
+  build_into "$built"
 fi
+tail -n 1 "$built/build.log"
+[ "$(cat "$built/build.rc")" = 0 ] ||
+  { cat "$built/build.log" >&2; echo "compiled stage: the build failed" >&2; exit 1; }
 wheels=("$built"/pushserver-*.whl)
 "$python" -m zipfile -e "${wheels[0]}" "$work/tree"
 echo "compiled stage: testing ${wheels[0]##*/}"
