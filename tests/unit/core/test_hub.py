@@ -384,7 +384,7 @@ async def test_a_message_nobody_is_held_on_is_sent_at_once_and_kept(hub):
     before = {"quiet": Position(kept.born, 0)}
     (ch,) = await hub.open(["quiet"], before)
     assert (ch.sent_id, ch.sent_position, ch.pending) == (1, message.position, [])
-    events, _ = hub.backlog([ch], before, 0)
+    events, _ = hub.backlog((ch,), before, 0)
     assert [(e.position, e.body(b"c")) for e in events] == [(message.position, message.body(b"c"))]
 
 
