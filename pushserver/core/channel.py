@@ -23,6 +23,11 @@ class Channel(Generic[S, W]):
     `sent_id` is the last id fanned out to local subscribers, in `epoch`; messages after it
     wait in `pending` for the next flush, which coalesces everything published in one loop
     iteration into one write per subscriber.
+
+    Who is held (here, in the hub and in the front end's tables) is kept in dicts of None, not
+    sets: a set's table grows to 4 times its members, 16 bytes a slot (105 bytes a member at
+    19,900 held polls), a dict's entries and index take 27 to 54 bytes a member; and a dict is
+    told in the order its members came, so a fan-out answers the poll held longest first.
     """
 
     __slots__ = (
@@ -46,11 +51,11 @@ class Channel(Generic[S, W]):
         self.sent_id = history.last_id
         self.sent_position = cursor_part(self.name, self.epoch, self.sent_id)
         self.pending: list[Message] = []
-        self.streams: dict[Framing, set[S]] = {}
+        self.streams: dict[Framing, dict[S, None]] = {}
         self.chains: dict[Framing, Chain] = {}
         """Per compressed framing, the frames deflated so far (the last one kept)."""
-        self.waiters: set[W] = set()
-        self.multi: set[S | W] = set()
+        self.waiters: dict[W, None] = {}
+        self.multi: dict[S | W, None] = {}
         """Multi-channel subscribers (streams and polls) that include this channel."""
         self.idle_since = time.monotonic()
 

@@ -193,7 +193,7 @@ class Fanout:
         ch: LocalChannel,
         framing: Framing,
         events: list[bytes],
-        subs: set[StreamSubscriber],
+        subs: dict[StreamSubscriber, None],
         cut: list[StreamSubscriber],
     ) -> None:
         """The compressed subscribers of a framing: each piece deflated once per form, made
@@ -226,6 +226,7 @@ class Fanout:
         so every waiter whose bound holds the batch shares one body (and one wrapped answer)."""
         answers: dict[Bound, Answer] = {}
         delivered = 0
+        held = self.hub.waiters
         for waiter in ch.waiters:
             answer = answers.get(waiter.bound)
             if answer is None:
@@ -235,13 +236,13 @@ class Fanout:
                 body = longpoll_body(bodies, last.decode(), more)
                 answer = answers[waiter.bound] = Answer(body, len(bodies))
             delivered += answer.count
+            held.pop(waiter, None)
             wrap = waiter.wrapper()
             if wrap is None:
                 waiter.resolve(answer.body)
             else:
                 waiter.send(answer.wrapped(wrap))
         self.stats.delivered["longpoll"] += delivered
-        self.hub.waiters.difference_update(ch.waiters)
         ch.waiters.clear()
 
     def _fan_out_multi(self, batch: list[Message], cut: list[StreamSubscriber]) -> None:

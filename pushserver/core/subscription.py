@@ -1,6 +1,6 @@
 """The two kinds of subscriber the hub fans out to: held streams and long-poll waiters.
 
-Both hold no reference back to the hub or their channels' sets, so a dropped connection leaves
+Both hold no reference back to the hub or their channels' tables, so a dropped connection leaves
 no reference cycle behind for the cyclic GC to find.
 """
 
@@ -23,7 +23,7 @@ class Start(NamedTuple):
     """Where a new subscription starts: its channels, its cursor (its position in each), its
     client, and the events it gets first (its backlog)."""
 
-    channels: list[LocalChannel]
+    channels: tuple[LocalChannel, ...]
     at: Cursor
     remote: str
     events: Sequence[Event] = ()

@@ -62,7 +62,7 @@ class Front:
         self.cors = Cors(settings.cors_origins) if settings.cors_origins else None
         self.trusted = settings.trusted_networks
         self.access_log = settings.access_log
-        self.connections: set[FrontProtocol] = set()
+        self.connections: dict[FrontProtocol, None] = {}
         self.repeats = Repeats(settings.max_line_size)
         self.wheel = Wheel(self.loop)
         """The deadlines of every connection: idle waits and held polls' hold times."""
@@ -150,7 +150,7 @@ class FrontProtocol(asyncio.Protocol):
             transport.write(answer.closing(*answer.refusal(refused)))
             self._give_up()
             return
-        front.connections.add(self)
+        front.connections[self] = None
         self.conn = Connection(front, self, transport)
         self.waiting(True)
         self.wait(guard.head_timeout())
@@ -178,7 +178,7 @@ class FrontProtocol(asyncio.Protocol):
         front = self.front
         if self.reserved:
             front.guard.served(self)
-        front.connections.discard(self)
+        front.connections.pop(self, None)
         front.wheel.cancel(self)
 
     # -- what the connection asks (`connection.Io`) -----------------------------------------

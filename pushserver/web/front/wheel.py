@@ -4,7 +4,7 @@ Every connection waits for something with a deadline of seconds: its next reques
 (`--request-timeout`) or a held long-poll's answer (`?timeout`). A loop timer each costs about
 600 bytes (uvloop's handle, its libuv timer and the bound method it calls), a quarter of what a
 held long-poll keeps. Here deadlines share buckets of `RESOLUTION` seconds and one loop timer
-waits for the earliest bucket, so a held connection costs one set entry; a deadline is met up
+waits for the earliest bucket, so a held connection costs one dict entry; a deadline is met up
 to `RESOLUTION` late (and up to `EARLY` early: the loop's clock counts milliseconds).
 
 A deadline moved later leaves its item in the earlier bucket (the usual case: every re-poll
@@ -45,7 +45,7 @@ class Timed(Protocol):
 
 
 @mypyc_attr(native_class=False)
-class Bucket(set[Timed]):
+class Bucket(dict[Timed, None]):
     """The items due at one tick (loop time `tick * RESOLUTION`)."""
 
     __slots__ = ("tick",)
@@ -79,21 +79,21 @@ class Wheel:
         if bucket is not None:
             if bucket.tick <= tick:
                 return
-            bucket.discard(item)
+            bucket.pop(item, None)
         bucket = self.buckets.get(tick)
         if bucket is None:
             bucket = self.buckets[tick] = Bucket(tick)
             heapq.heappush(self.ticks, tick)
             if self.timer is None or tick < self.timer_tick:
                 self._schedule(tick)
-        bucket.add(item)
+        bucket[item] = None
         item.bucket = bucket
 
     def cancel(self, item: Timed) -> None:
         """`item` waits for nothing any more."""
         bucket = item.bucket
         if bucket is not None:
-            bucket.discard(item)
+            bucket.pop(item, None)
             item.bucket = None
 
     def _schedule(self, tick: int) -> None:
@@ -122,7 +122,7 @@ class Wheel:
         while due and left:
             bucket = due[0]
             while bucket and left:  # popped one by one: an item told may cancel another
-                item = bucket.pop()
+                item = bucket.popitem()[0]
                 left -= 1
                 item.bucket = None
                 if math.ceil(item.deadline / RESOLUTION) > bucket.tick:

@@ -44,7 +44,7 @@ class SubscribeRequest:
     """When the subscribe token expires (epoch seconds); None without --subscribe-secret."""
     reserved: bool = True
     """Whether this request still holds its connection slot (counted by `subscribe_request`)."""
-    opened: list[LocalChannel] | None = None
+    opened: tuple[LocalChannel, ...] | None = None
     """The channels `open_channels` opened, until a subscriber takes them over."""
     most: int | None = None
     """At most this many messages per channel are read for the backlog (`Hub.backlog`): a
@@ -149,7 +149,7 @@ def forget_cursors() -> None:
 
 
 def backlog_after(
-    state: ServerState, channels: list[LocalChannel], cursor: str, most: int
+    state: ServerState, channels: tuple[LocalChannel, ...], cursor: str, most: int
 ) -> list[Event] | None:
     """What a subscription on `channels` (all open, none with messages pending) has missed at
     `cursor`: a gap, then at most `most` messages per channel; None when the broker must catch
@@ -239,7 +239,7 @@ async def open_channels(sub_req: SubscribeRequest) -> Start:
     return start
 
 
-def _start(sub_req: SubscribeRequest, channels: list[LocalChannel]) -> Start:
+def _start(sub_req: SubscribeRequest, channels: tuple[LocalChannel, ...]) -> Start:
     sub_req.opened = channels
     events, parts = sub_req.state.hub.backlog(
         channels, sub_req.positions, sub_req.history, sub_req.most

@@ -9,6 +9,7 @@ a kept-alive connection reads its next request on the same protocol."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -47,6 +48,9 @@ NAME = "longpoll"
 CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
 SECONDS_RE = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
 JAVASCRIPT = ("Content-Type", "application/javascript")
+BOUNDS = functools.lru_cache(maxsize=256)(Bound)
+"""A `Bound` shared by the polls that ask for the same limit: a held poll keeps its bound, 64
+bytes each when made per poll. Bounded, as `?limit` is the client's to vary."""
 
 
 def _timeout(query: Mapping[str, str], default: float, high: float) -> float:
@@ -62,7 +66,7 @@ def _timeout(query: Mapping[str, str], default: float, high: float) -> float:
 def _bound(query: Mapping[str, str], state: ServerState) -> Bound:
     """`?limit=N` events per answer (at least 1; above the server's cap it is the cap)."""
     cap = state.settings.longpoll_max_messages
-    return Bound(
+    return BOUNDS(
         int_param(query, "limit", cap, 1, cap, clamp=True), state.settings.longpoll_max_bytes
     )
 

@@ -116,7 +116,7 @@ async def test_a_repoll_at_the_head_is_held_by_the_kept_poll_however_it_is_read(
             conn.data_received(repoll[9:])
         else:
             conn.data_received(repoll + get("/lp/rk?timeout=0"))
-        assert state.hub.channels["rk"].waiters == {poll} and conn.conn.kept is None
+        assert list(state.hub.channels["rk"].waiters) == [poll] and conn.conn.kept is None
         before = len(transport.out)
         await state.hub.publish([("rk", b'"two"')])
         answer = transport.out[before]  # a request after it may be answered in the same turn

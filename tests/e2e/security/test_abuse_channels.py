@@ -132,7 +132,7 @@ async def test_sweep_runs_in_slices_and_delivery_goes_on():
         waits = []
         while not sweep.done():
             poll = FuturePoll(
-                Start([bystander], Cursor(by=bystander.sent_position), "-"), Bound(100, 1 << 15)
+                Start((bystander,), Cursor(by=bystander.sent_position), "-"), Bound(100, 1 << 15)
             )
             hub.add_waiter(poll)
             sent = time.perf_counter()

@@ -134,10 +134,10 @@ def test_expire_of_everything_leaves_no_buffer():
 
 def test_subscriber_count_adds_every_kind_of_holder():
     ch = channel(sent=0)
-    ch.streams[NDJSON] = {"a", "b"}
-    ch.streams[SSE] = {"c"}
-    ch.waiters.add("w")
-    ch.multi.update({"m", "n"})
+    ch.streams[NDJSON] = dict.fromkeys("ab")
+    ch.streams[SSE] = {"c": None}
+    ch.waiters["w"] = None
+    ch.multi.update(dict.fromkeys("mn"))
     assert ch.subscriber_count == 6
 
 

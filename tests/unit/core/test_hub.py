@@ -182,6 +182,32 @@ async def test_waiters_share_one_body_and_one_wrapped_answer(hub):
     assert hub.stats.delivered == {"longpoll": 6}
 
 
+async def test_a_channels_waiters_are_answered_in_the_order_they_were_held(hub):
+    """First held, first answered: a poll held again after it left goes after those held
+    meanwhile. Streams and polls held on the channel are the hub's too, until they go."""
+    told: list[FakeWaiter] = []
+
+    class Told(FakeWaiter):
+        def resolve(self, body: bytes) -> None:
+            told.append(self)
+
+    polls = [Told(await start(hub, ["a"])) for _ in range(40)]
+    for poll in polls:
+        hub.add_waiter(poll)
+    again = polls[3]
+    hub.remove_waiter(again)
+    hub.add_waiter(again)
+    assert list(hub.waiters) == list(hub.channels["a"].waiters) == [*polls[:3], *polls[4:], again]
+    await hub.publish([("a", b'"x"')])
+    assert told == [*polls[:3], *polls[4:], again]
+    assert not hub.waiters and not hub.channels["a"].waiters
+    sub = await stream(hub, ["a"])
+    assert list(hub.streams) == [sub] and list(hub.channels["a"].streams[NDJSON]) == [sub]
+    hub.detach(sub)
+    hub.detach(sub)  # twice: nothing more
+    assert not hub.streams and not hub.channels["a"].streams[NDJSON]
+
+
 async def test_a_one_channel_waiter_keeps_no_cursor_and_answers_with_its_channels_cursor(hub):
     ahead = await waiter(hub, ["a"])
     behind = FakeWaiter(await start(hub, ["a"], {"a": Position(epoch(hub, "a"), 0)}))
@@ -210,7 +236,7 @@ async def test_a_slow_consumer_is_cut_off_at_max_buffer_bytes(hub):
     assert [m["id"] for m in fast.transport.lines()] == [1, 2]
     for sub in (slow, gone, multi):
         assert sub.transport.aborted and sub.ended and sub.reason == "slow"
-    assert hub.streams == {fast}
+    assert list(hub.streams) == [fast]
     assert hub.stats.limits_hit["max_buffer_bytes"] == 3
     await hub.publish([("a", b"3")])
     assert len(slow.transport.writes) == 2
@@ -358,7 +384,7 @@ async def test_a_message_nobody_is_held_on_is_sent_at_once_and_kept(hub):
     before = {"quiet": Position(kept.born, 0)}
     (ch,) = await hub.open(["quiet"], before)
     assert (ch.sent_id, ch.sent_position, ch.pending) == (1, message.position, [])
-    events, _ = hub.backlog([ch], before, 0)
+    events, _ = hub.backlog((ch,), before, 0)
     assert [(e.position, e.body(b"c")) for e in events] == [(message.position, message.body(b"c"))]
 
 
@@ -445,7 +471,7 @@ async def test_a_channel_on_a_history_the_broker_replaced_goes_on_from_the_new_o
     later = [Message("a", "fresh", n, time.time(), b"%d" % n) for n in (3, 4)]
     hub.broker.history.load("a", "fresh", 4, later)  # another object for the same channel
     assert not hub.current(ch)
-    assert hub.open_now(["a"], {}) == [ch] and hub.current(ch)
+    assert hub.open_now(["a"], {}) == (ch,) and hub.current(ch)
     assert ch.history is hub.broker.history["a"] and ch.sent_position == "a:fresh:4"
     gap, *messages = sub.transport.lines()
     assert (gap["type"], gap["reason"], gap["from"], gap["to"]) == ("gap", "epoch", 1, 2)

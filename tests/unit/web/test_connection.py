@@ -378,7 +378,7 @@ async def test_a_client_leaving_its_held_poll_gives_everything_back(server: Serv
     protocol.connection_lost(None)
     assert server.state.admission.total == 0 and server.state.admission.per_ip == {}
     assert "l" not in server.state.hub.channels  # never published to: gone with its poll
-    assert server.front.connections == set()
+    assert server.front.connections == {}
 
 
 async def test_a_stream_takes_the_socket_over(server: Server) -> None:
@@ -471,8 +471,16 @@ async def test_a_repoll_at_the_head_is_held_by_the_poll_it_answered_unparsed(
     server.front.parser = parsed  # type: ignore[assignment]
     cursor = json_of(answers(transport.take())[0])["cursor"]
     protocol.data_received(get(f"/lp/r?timeout=30&cursor={cursor}"))
-    assert server.state.hub.channels["r"].waiters == {poll} and parsed.heads == []
+    assert list(server.state.hub.channels["r"].waiters) == [poll] and parsed.heads == []
     assert isinstance(poll, Poll) and server.state.admission.connections["longpoll"] == 1
+
+
+async def test_polls_asking_for_the_same_limit_share_one_bound(server: Server) -> None:
+    for path in ("/lp/s?timeout=30", "/lp/s?timeout=30", "/lp/s?timeout=30&limit=2"):
+        server.connect()[0].data_received(get(path))
+    first, second, limited = (poll.bound for poll in server.state.hub.channels["s"].waiters)
+    assert first is second and first.events == server.state.settings.longpoll_max_messages
+    assert limited.events == 2 and limited.bytes == first.bytes
 
 
 async def test_a_repoll_behind_the_head_is_answered_at_once(server: Server) -> None:
