@@ -2,7 +2,6 @@ package io.pushserver.client;
 
 import java.io.Closeable;
 import java.io.EOFException;
-import java.io.FilterInputStream;
 import java.io.IOException;
 import java.io.InputStream;
 import java.io.InterruptedIOException;
@@ -183,7 +182,12 @@ public final class Subscription implements Closeable {
             current = conn;
             boolean reusable = false;
             try {
-                InputStream in = new Guarded(open(conn, generation, head), generation);
+                InputStream in = new Guarded(open(conn, generation, head), new Guarded.Dropped() {
+                    @Override
+                    public void check() throws IOException {
+                        checkNotDropped(generation);
+                    }
+                });
                 try {
                     Framing.read(using, in, sink);
                 } catch (IOException e) {
@@ -249,7 +253,7 @@ public final class Subscription implements Closeable {
     /**
      * Ends the current connection from another thread without blocking the caller. The JDK's
      * disconnect() waits for a blocked read to return, so the reading side also checks
-     * {@link #drops} after every read ({@link Guarded}); Android's returns at once.
+     * {@link #drops} around every read and the close ({@link Guarded}); Android's returns at once.
      */
     private void dropConnection() {
         drops.incrementAndGet();
@@ -265,42 +269,6 @@ public final class Subscription implements Closeable {
         }, thread.getName() + "-disconnect");
         disconnecting.setDaemon(true);
         disconnecting.start();
-    }
-
-    /** A response body that fails as soon as its connection has been dropped on request. */
-    private final class Guarded extends FilterInputStream {
-        private final int generation;
-
-        Guarded(InputStream in, int generation) {
-            super(in);
-            this.generation = generation;
-        }
-
-        @Override
-        public int read() throws IOException {
-            checkNotDropped(generation);
-            try {
-                int b = super.read();
-                checkNotDropped(generation);
-                return b;
-            } catch (IOException e) {
-                checkNotDropped(generation);
-                throw e;
-            }
-        }
-
-        @Override
-        public int read(byte[] buf, int off, int len) throws IOException {
-            checkNotDropped(generation);
-            try {
-                int n = super.read(buf, off, len);
-                checkNotDropped(generation);
-                return n;
-            } catch (IOException e) {
-                checkNotDropped(generation);
-                throw e;
-            }
-        }
     }
 
     private final Framing.Sink sink = new Framing.Sink() {
