@@ -6,12 +6,13 @@ each held long-poll keeps (tracemalloc). Counts do not move with the load of a s
 so trees can be compared one after the other.
 
     .venv/bin/python scripts/publish_cost.py TREE... [--subscribers 100] [--publishes 500]
-        [--transport sse|stream] [--redis] [--held 2000] [--opcodes] [--keep DIR]
+        [--transport sse|stream] [--redis] [--held 2000 [--channels 100]] [--opcodes] [--keep DIR]
 
 Each TREE (a `git worktree add --detach` of a commit) runs with this checkout's `.venv` through
 `PYTHONPATH`, on the allocator `PYTHONMALLOC` (and `LD_PRELOAD`) in this command's environment
 name, pymalloc when unset: never re-executed onto jemalloc by the server itself, which valgrind
-would not follow. `--redis` starts a redis-server for the runs; `--held N` counts memory instead;
+would not follow. `--redis` starts a redis-server for the runs; `--held N` counts memory instead
+(N long-polls over `--channels` channels: 1 is experiment 9's crowd);
 `--opcodes` counts the Python opcodes and calls the same publishes run (a `sys.settrace` opcode
 counter, no valgrind). `--keep DIR` keeps what each tree's count is made of, by function:
 `DIR/callgrind.out.TREE` for `callgrind_annotate`, or `DIR/opcodes.TREE.tsv` (opcodes and calls
@@ -225,7 +226,7 @@ def opcodes(out: Path, args: argparse.Namespace) -> str:
     return f"{ops:,.1f} Python opcodes and {calls:,.1f} Python calls per publish"
 
 
-async def held(port: int, pid: int, out: Path, n: int) -> float:
+async def held(port: int, pid: int, out: Path, n: int, channels: int) -> float:
     """Python bytes per held long-poll: tracemalloc before and after `n` are held."""
     loop = asyncio.get_running_loop()
     await asyncio.sleep(0.5)
@@ -237,7 +238,7 @@ async def held(port: int, pid: int, out: Path, n: int) -> float:
     await snapshot(1)
     for i in range(n):
         t, _ = await loop.create_connection(lambda: Counted(lambda _: None), "127.0.0.1", port)
-        t.write(b"GET /lp/cost-%d?timeout=60 HTTP/1.1\r\nHost: cost\r\n\r\n" % (i % 100))
+        t.write(b"GET /lp/cost-%d?timeout=60 HTTP/1.1\r\nHost: cost\r\n\r\n" % (i % channels))
     await asyncio.sleep(2)  # held, not answered: nothing arrives to wait for
     await snapshot(2)
     with open(out, "rb") as f:
@@ -260,8 +261,11 @@ def measure(tree: Path, args: argparse.Namespace, redis: str | None) -> str:
     with server:
         assert server.proc is not None
         if args.held:
-            value = asyncio.run(held(server.port, server.proc.pid, out, args.held))
-            return f"{tree}: {value:,.1f} Python bytes per held long-poll ({args.held:,} held)"
+            value = asyncio.run(held(server.port, server.proc.pid, out, args.held, args.channels))
+            return (
+                f"{tree}: {value:,.1f} Python bytes per held long-poll "
+                f"({args.held:,} held over {args.channels:,} channel{'s' * (args.channels > 1)})"
+            )
         args.tree = tree.name
         counted = asyncio.run(fan_out(server.port, server.proc.pid, args, out))
         return (
@@ -278,9 +282,12 @@ def main() -> None:
     parser.add_argument("--transport", choices=("sse", "stream"), default="sse")
     parser.add_argument("--redis", action="store_true")
     parser.add_argument("--held", type=int, default=0, help="count memory per held long-poll")
+    parser.add_argument("--channels", type=int, default=100, help="the held polls' channels")
     parser.add_argument("--opcodes", action="store_true", help="count Python opcodes instead")
     parser.add_argument("--keep", type=Path, help="keep each tree's counts by function here")
     args = parser.parse_args()
+    if args.channels < 1:
+        parser.error("--channels must be at least 1")
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the held long-polls' sockets
     if args.keep:
