@@ -9,18 +9,20 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..transports.exchange import Exchange
+
 if TYPE_CHECKING:
     from ..http.parser import RequestHead
     from ..state import ServerState
-    from ..transports.exchange import Headers, Held
+    from ..transports.exchange import Held, Kept
     from .connection import Connection
     from .forward import Forwarding
     from .protocol import Front
-    from .repoll import Kept, Repeat
+    from .repoll import Repeat
 
 Serve = Callable[["Connection", Any], Awaitable[None] | None]
 """A handler, called with the connection and what it serves (a head, or what it made of one);
-the transports' handlers take it as an `Exchange`, which mypy checks `Connection` is."""
+the transports' handlers take it as an `Exchange`, which `Connection` derives from."""
 
 
 class Out(Protocol):
@@ -72,7 +74,7 @@ class Io(Protocol):
         ...
 
 
-class Base:
+class Base(Exchange):
     """A connection's state (set and documented in `Connection.__init__`)."""
 
     __slots__ = (
@@ -109,15 +111,6 @@ class Base:
 
     # What one part calls of another (`Connection` and `Repolls` define them).
     def _start(self, rest: bytes, head: RequestHead, serve: Serve, arg: object) -> None:
-        raise NotImplementedError
-
-    def answer(self, head: RequestHead, status: int, headers: Headers, body: bytes | None) -> None:
-        raise NotImplementedError
-
-    def send(self, data: bytes) -> None:
-        raise NotImplementedError
-
-    def hold(self, held: Held, timeout: float) -> None:
         raise NotImplementedError
 
     def _let_go_kept(self) -> None:

@@ -44,10 +44,10 @@ from .repoll import Repolls
 
 if TYPE_CHECKING:
     from ..state import ServerState
-    from ..transports.exchange import Headers, Held, Settling
+    from ..transports.exchange import Headers, Held, Kept, Settling
     from .forward import Forwarding
     from .protocol import Front
-    from .repoll import Kept, Repeat
+    from .repoll import Repeat
 
 log = logging.getLogger("pushserver")
 

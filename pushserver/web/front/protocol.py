@@ -54,6 +54,9 @@ class Front:
         """Makes an aiohttp protocol for a request the front end does not serve (`forward`)."""
         self.routes = Routes(transports)
         self.loop = asyncio.get_running_loop()
+        self.clock: Callable[[], float] = self.loop.time
+        """The loop's clock, read twice per long-poll delivery: its method looked up once (the
+        compiled build looks a method of the loop up by name at every call)."""
         self.parser = HeadParser(
             settings.max_line_size, settings.max_field_size, settings.max_headers
         )
@@ -145,7 +148,7 @@ class FrontProtocol(asyncio.Protocol):
         self.peer = sys.intern(str(peer[0])) if isinstance(peer, tuple | list) else "-"
         front = self.front
         guard = front.guard
-        refused = guard.enter(self, self.peer, front.loop.time())
+        refused = guard.enter(self, self.peer, front.clock())
         if refused is not None:
             transport.write(answer.closing(*answer.refusal(refused)))
             self._give_up()
@@ -201,7 +204,7 @@ class FrontProtocol(asyncio.Protocol):
 
     def wait(self, seconds: float) -> None:
         front = self.front
-        front.wheel.wake(self, front.loop.time() + seconds)
+        front.wheel.wake(self, front.clock() + seconds)
 
     def due(self) -> None:
         """From the wheel: the deadline `wait` set is met."""
@@ -218,13 +221,13 @@ class FrontProtocol(asyncio.Protocol):
                     self._stir()
                 self.door = HEAD
                 front = self.front
-                front.guard.start(self, self.peer, front.loop.time())
+                front.guard.start(self, self.peer, front.clock())
         elif door == OUT:
             # Kept alive, waiting for the next request: counted with the unfinished heads (a
             # socket held like any other), and among the first to go when the server needs room.
             self.door = RESTING
             front = self.front
-            front.guard.rest(self, self.peer, front.loop.time())
+            front.guard.rest(self, self.peer, front.clock())
 
     def serving(self) -> None:
         if self.door == HEAD:

@@ -41,7 +41,8 @@ from . import DONE
 from .bodies import Bodies
 
 if TYPE_CHECKING:
-    from ..transports.exchange import Exchange
+    from ..transports.exchange import Exchange, Kept
+    from .base import Serve
 
 PLAIN_VALUE = re.compile(rb"[\x21\x22\x24\x27-\x2a\x2c-\x7e]*")
 """A query value as sent, with nothing a parser would decode or split on (no `%`, `+`, `&`,
@@ -74,21 +75,22 @@ class Again(Protocol):
     def again(self, conn: Exchange, value: str) -> Awaitable[None] | None: ...
 
 
-class Kept(Protocol):
-    """What an answered request left on its connection for the next one to reuse (`keep`)."""
-
-    def let_go(self) -> None: ...
-
-    def awaits(self) -> str:
-        """The value of the remembered head's parameter it is most likely asked with next."""
-        ...
-
-
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Repeat:
     """A head remembered but for one query value; a subclass may observe it (`Repeats`)."""
 
-    __slots__ = ("awaited", "escapes", "expected", "fixed", "parsed", "prefix", "room", "suffix")
+    __slots__ = (
+        "awaited",
+        "escapes",
+        "expected",
+        "fixed",
+        "head",
+        "parsed",
+        "prefix",
+        "room",
+        "serve",
+        "suffix",
+    )
 
     def __init__(
         self, prefix: bytes, suffix: bytes, parsed: Again, room: int, escapes: Escapes
@@ -98,6 +100,10 @@ class Repeat:
         self.fixed = len(prefix) + len(suffix)
         """The bytes of this head but its value."""
         self.parsed = parsed
+        self.head = parsed.head
+        self.serve: Serve = parsed.again
+        """`parsed`'s head and its `again`, read once: by name, each read of a `Protocol`'s
+        member costs a lookup, and a bound method is made for every read of `again`."""
         self.room = room
         """Longest value as sent within `--max-line-size` (a longer one is parsed, and refused)."""
         self.escapes = escapes
@@ -324,7 +330,7 @@ class Repolls(Bodies):
         value = kept.awaits()
         if not repeat.holds(data, value):
             return False
-        self._start(b"", repeat.parsed.head, repeat.parsed.again, value)
+        self._start(b"", repeat.head, repeat.serve, value)
         return True
 
     def _serve_repeat(self, raw: bytes, rest: bytes) -> bool:
@@ -337,5 +343,5 @@ class Repolls(Bodies):
             return False
         if len(raw) - repeat.fixed != len(value):  # sent escaped
             repeat = self.repeat = self.front.repeats.respelled(repeat, raw, value)
-        self._start(rest, repeat.parsed.head, repeat.parsed.again, value)
+        self._start(rest, repeat.head, repeat.serve, value)
         return True

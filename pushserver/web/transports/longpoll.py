@@ -37,7 +37,7 @@ from .common import (
     parse_subscribe,
     reserve,
 )
-from .exchange import Headers, Transport
+from .exchange import Headers, Kept, Settling, Transport
 
 if TYPE_CHECKING:
     from ...config import Settings
@@ -91,7 +91,7 @@ def _callback(query: Mapping[str, str]) -> str | None:
     return callback
 
 
-class Poll(Waiter):
+class Poll(Waiter, Settling):
     """A long-poll on a front-end connection; answered once (`replied`), by the fan-out, its
     hold time running out, a drain, or not at all when the client leaves first (`lost`)."""
 
@@ -137,12 +137,6 @@ class Poll(Waiter):
         """Give back its channels (the end of a poll not held again)."""
         self.conn.state.hub.release(self.channels)
 
-    def awaits(self) -> str:
-        """The cursor a kept poll is most likely asked with: where its channel is."""
-        ch = self.single
-        assert ch is not None  # only a one-channel poll is kept
-        return ch.sent_position
-
     def lost(self) -> None:
         """The client left while the poll waited."""
         if not self.replied:
@@ -186,7 +180,7 @@ class HeadedPoll(Poll):
             self.conn.settle(self)
 
 
-class PlainPoll(Poll):
+class PlainPoll(Poll, Kept):
     """A plain HTTP/1.1 keep-alive poll, answered with bytes the fan-out prebuilt.
 
     Answered, a poll of one channel that has had a message stays with its connection, awaiting
@@ -214,6 +208,12 @@ class PlainPoll(Poll):
         """Not held again: its slot and its channels given back."""
         self.conn.state.admission.leave(NAME, self.remote)
         self.release()
+
+    def awaits(self) -> str:
+        """The cursor it is most likely asked with: where its channel is."""
+        ch = self.single
+        assert ch is not None  # only a one-channel poll is kept
+        return ch.sent_position
 
     def reuse(self, request: PollRequest, cursor: str) -> bool:
         """Serve `request`'s head with `cursor` with this kept poll: hold it again when the
