@@ -52,20 +52,22 @@ class NchanLongPoller(LongPoller):
 
     def __init__(self, conn: HttpConnection, path: str, tally: Tally, expect: int) -> None:
         super().__init__(conn, "", tally, expect)
-        self.path = path
-        self.validators: dict[str, str] = {}
+        self.head = get_request(path)[:-2]
+        """The poll's head but its last, empty line, built once."""
+        self.validators = b""
+        """The last answer's validators as the next poll's header lines, as sent."""
 
     def request(self) -> bytes:
-        return get_request(self.path, self.validators)
+        return self.head + self.validators + b"\r\n"
 
     def messages(self, status: int, body: bytes) -> list[object]:
         if status == 408:
             return []
         headers = self.conn.headers
-        self.validators = {
-            "If-Modified-Since": headers.get(b"last-modified", b"").decode("latin-1"),
-            "If-None-Match": headers.get(b"etag", b"").decode("latin-1"),
-        }
+        self.validators = b"If-Modified-Since: %b\r\nIf-None-Match: %b\r\n" % (
+            headers.get(b"last-modified", b""),
+            headers.get(b"etag", b""),
+        )
         return [orjson.loads(body)]
 
 

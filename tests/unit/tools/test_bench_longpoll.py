@@ -14,6 +14,7 @@ from pushserver_bench.client import (
     Tally,
     get_request,
 )
+from pushserver_bench.targets import NchanLongPoller
 
 
 class Transport:
@@ -182,3 +183,23 @@ def test_an_encoded_poller_sends_its_cursor_as_encode_uri_component_writes_it() 
     assert transport.sent[-1] == get_request(
         "/lp/news?timeout=30&cursor=news%3A1%3A1%2Cother%3A2%3A3"
     )
+
+
+def test_nchans_poll_asks_again_with_the_last_answers_validators_as_sent() -> None:
+    conn = HttpConnection(NchanLongPoller.KEEP)
+    transport = Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    poller = NchanLongPoller(conn, "/sub/news", Tally(parse=True), 3)
+    poller.start(30)
+    assert transport.sent == [get_request("/sub/news")]
+    validators = {"If-Modified-Since": "Fri, 27 Nov 2026 22:30:00 GMT", "If-None-Match": "0"}
+    body = orjson.dumps({"t": 1.0})
+    head = b"HTTP/1.1 200 OK\r\nLast-Modified: %b\r\nEtag: %b\r\nContent-Length: %d\r\n\r\n" % (
+        *(v.encode() for v in validators.values()),
+        len(body),
+    )
+    conn.data_received(head + body)
+    assert transport.sent[-1] == get_request("/sub/news", validators)
+    conn.data_received(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+    assert transport.sent[-1] == get_request("/sub/news", validators)  # the same again
+    assert poller.count == 1 and len(transport.sent) == 3
