@@ -29,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import orjson
+
 POLL = b"GET /lp/crowd?cursor=%s&timeout=60 HTTP/1.1\r\nHost: x\r\n\r\n"
 FEW, MANY = 2, 12
 
@@ -56,8 +58,6 @@ class Transport:
 
 
 def cursor_of(transport: Transport) -> bytes:
-    import orjson
-
     return str(orjson.loads(transport.out.partition(b"\r\n\r\n")[2])["cursor"]).encode()
 
 
