@@ -8,17 +8,17 @@ to the cursor) plus the per-subscription cursor and a fixed tail.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from ..wire.framing import Framing
 from .positions import cursor_part
 
-ENVELOPE_TAIL = b'"}'
-DATA_KEY = b',"data":'
-CURSOR_KEY = b',"cursor":"'
-DATA_AND_CURSOR = len(DATA_KEY) + len(CURSOR_KEY)
+ENVELOPE_TAIL: Final = b'"}'
+DATA_KEY: Final = b',"data":'
+CURSOR_KEY: Final = b',"cursor":"'
+DATA_AND_CURSOR: Final = len(DATA_KEY) + len(CURSOR_KEY)
 
 
 class Message:

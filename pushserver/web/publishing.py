@@ -4,6 +4,8 @@ touches HTTP."""
 
 from __future__ import annotations
 
+from typing import Final
+
 import orjson
 
 from ..config import Settings
@@ -16,7 +18,7 @@ from . import ratelimit
 from .auth import authorize
 from .state import ServerState
 
-BATCH_FACTOR = 16
+BATCH_FACTOR: Final = 16
 """A batch body may be this many times `--max-message-bytes`."""
 
 

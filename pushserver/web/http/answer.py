@@ -8,19 +8,20 @@ import time
 from collections.abc import Iterable
 from email.utils import formatdate
 from http import HTTPStatus
+from typing import Final
 
 from ... import __version__
 from ...core.errors import PushError
 from ..errors import error_body, refusal_headers, status_of
 
-SERVER = f"pushserver/{__version__}"
-NO_CACHE = ("Cache-Control", "no-cache, no-store")
-JSON = ("Content-Type", "application/json")
-JSON_ONLY = [JSON]
+SERVER: Final = f"pushserver/{__version__}"
+NO_CACHE: Final = ("Cache-Control", "no-cache, no-store")
+JSON: Final = ("Content-Type", "application/json")
+JSON_ONLY: Final = [JSON]
 """The headers of a plain JSON answer, answered from a prebuilt head (`json_whole`) when
 nothing is added to it (`Connection.reply` knows it by identity: never modified)."""
-CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_date = ["", 0]
+CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+_date: Final[list[str | int]] = ["", 0]
 
 
 def http_date() -> str:
@@ -97,7 +98,7 @@ def whole(
     return template % (len(body), http_date().encode()) + body
 
 
-_JSON_HEADS: dict[int, dict[str, dict[bool, bytes]]] = {}
+_JSON_HEADS: Final[dict[int, dict[str, dict[bool, bytes]]]] = {}
 """`_template(status, (JSON,), version, keep_alive)` by status, version and keep-alive."""
 
 
@@ -114,7 +115,7 @@ def json_whole(status: int, version: str, keep_alive: bool, body: bytes) -> byte
     return template % (len(body), http_date().encode()) + body
 
 
-_PLAIN = _template(200, (NO_CACHE, JSON), "1.1", True)
+_PLAIN: Final = _template(200, (NO_CACHE, JSON), "1.1", True)
 
 
 def json_answer(body: bytes) -> bytes:
