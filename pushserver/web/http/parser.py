@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Final
 from urllib.parse import unquote, unquote_plus
 
 import httptools
 
-HEAD_END: Final = b"\r\n\r\n"
+HEAD_END = b"\r\n\r\n"
 
 SINGLE = frozenset(
     (
