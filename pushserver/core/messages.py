@@ -88,7 +88,7 @@ class Message:
 
 
 def ts_json(ts: float) -> bytes:
-    """`orjson.dumps(round(ts, 6))`, the envelope's `ts`, with no decimal conversion of a float
+    """`orjson.dumps(round(ts, 6))`, the envelope's `ts`, in integer steps that compile to C
     (`%.6f` cost 3k of a compiled publish's 45k instructions). From 2**13 s to 2**33 s (the year
     2242) a double's spacing is under a microsecond and its fraction times 10**6 is exact (at
     most 53 bits), so rounding that product half to even, as `%.6f` does, gives the rounded
@@ -97,12 +97,19 @@ def ts_json(ts: float) -> bytes:
     if not 8192.0 <= ts < 8589934592.0:  # 2**13 .. 2**33
         return orjson.dumps(round(ts, 6))
     whole = int(ts)
-    micros = round((ts - whole) * 1e6)
-    if micros == 1_000_000:  # rounded up to the next whole second
-        whole, micros = whole + 1, 0
-    if not micros:
-        return b"%d.0" % whole  # a whole second keeps its ".0"
-    return b"%d.%b" % (whole, (b"%d" % (micros + 1_000_000))[1:].rstrip(b"0"))
+    scaled = (ts - whole) * 1e6
+    micros = int(scaled)
+    rest = scaled - micros
+    if rest > 0.5 or (rest == 0.5 and micros & 1):
+        micros += 1
+    if micros % 1_000_000 == 0:  # a whole second (or rounded up to one) keeps its ".0"
+        return b"%d.0" % (whole + micros // 1_000_000)
+    text = b"%d" % (whole * 1_000_000 + micros)
+    end = len(text)
+    while micros % 10 == 0:
+        micros //= 10
+        end -= 1
+    return text[:-6] + b"." + text[-6:end]
 
 
 class Gap:
