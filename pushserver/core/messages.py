@@ -19,6 +19,9 @@ ENVELOPE_TAIL: Final = b'"}'
 DATA_KEY: Final = b',"data":'
 CURSOR_KEY: Final = b',"cursor":"'
 DATA_AND_CURSOR: Final = len(DATA_KEY) + len(CURSOR_KEY)
+_dumps: Final = orjson.dumps
+"""Called per publish: compiled, read as this module's static, not looked up on orjson by name
+per call (docs/performance.md, "Constants as constants")."""
 
 
 class Message:
@@ -53,7 +56,7 @@ class Message:
         head = self._head
         if head is None:
             head = self._head = b'{"channel":%b,"id":%d,"ts":%b,"data":%b,"cursor":"' % (
-                orjson.dumps(self.channel),
+                _dumps(self.channel),
                 self.id,
                 ts_json(self.ts),
                 self.data,
@@ -95,7 +98,7 @@ def ts_json(ts: float) -> bytes:
     value's six decimals; cut of trailing zeros they are the shortest form, which orjson writes.
     Other times (a test's) go the long way."""
     if not 8192.0 <= ts < 8589934592.0:  # 2**13 .. 2**33
-        return orjson.dumps(round(ts, 6))
+        return _dumps(round(ts, 6))
     whole = int(ts)
     scaled = (ts - whole) * 1e6
     micros = int(scaled)
@@ -160,4 +163,4 @@ def frame_events(
 
 def control(event: dict[str, Any]) -> bytes:
     """A control event (gap, reconnect, expired) as JSON bytes."""
-    return orjson.dumps(event)
+    return _dumps(event)
