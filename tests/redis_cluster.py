@@ -20,7 +20,9 @@ from typing import Any, NamedTuple
 import pytest
 from redis.crc import key_slot
 
-from .redis_fixture import REDIS_SERVER, REPLICATION, RedisServer, free_port, lag_behind, poll
+from pushserver_measure.ports import free_port
+
+from .redis_fixture import REDIS_SERVER, REPLICATION, RedisServer, lag_behind, poll
 
 NODE_TIMEOUT_MS = 1000
 """`cluster-node-timeout`: a primary silent this long is suspected, and failed over soon after."""

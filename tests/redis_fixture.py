@@ -19,16 +19,12 @@ from pathlib import Path
 import pytest
 import redis
 
+from pushserver_measure.ports import free_port
+
 REDIS_SERVER = shutil.which("redis-server")
 REPLICATION = ("--repl-diskless-sync-delay", "0")
 """For a primary with replicas: a replica's first sync starts at once (the default waits 5 s
 for more replicas to share it)."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RedisServer:

@@ -20,8 +20,11 @@ import pytest
 from .redis_fixture import REDIS_SERVER, REPLICATION, RedisServer, lag_behind, poll
 
 MASTER_NAME = "pushmaster"
-DOWN_AFTER_MS = 1000
-"""`down-after-milliseconds`: a master silent this long is subjectively down."""
+DOWN_AFTER_MS = 2000
+"""`down-after-milliseconds`: a master silent this long is subjectively down. At 1 s, a master
+stalled that long on a loaded machine (the test command's other workers) was failed over a
+second time, to the replica a test had just revived, and the set never settled as the test
+knew it."""
 FAILOVER_TIMEOUT_MS = 5000
 """`failover-timeout`: also how long sentinels wait before trying a failed failover again."""
 SETTLE = 30.0

@@ -8,6 +8,7 @@ import itertools
 import secrets
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -25,7 +26,7 @@ NAMES_KEPT = 1 << 14
 """Ends of epochs whose channels are counted by name: the latest (56 bytes each, from start)."""
 SLOTS = 1 << 16
 """Slots (by name hash) counting the names forgotten past `NAMES_KEPT`, 8 bytes each."""
-SWEEP_SLICE = 1000
+SWEEP_SLICE: Final = 1000
 """Channels the idle sweep looks at per loop turn, so a pass over many never holds up delivery."""
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 FANOUT_AGE_BOUNDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-"""Upper bounds (seconds, sorted) of the publish-to-write histogram's buckets."""
+"""Upper bounds (seconds, sorted) of the publish-to-write histogram's buckets. Not `Final`, as
+the compiled modules' constants are: mypyc 2.4.1 keeps a final tuple of floats unboxed and
+its not-yet-set check misfires (`NameError` when a `Hub` is made); it is read once per hub."""
 
 
 class Ages:

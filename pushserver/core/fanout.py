@@ -29,7 +29,7 @@ import math
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..wire.compression import Chain
 from ..wire.framing import Framing, longpoll_body
@@ -41,9 +41,9 @@ if TYPE_CHECKING:
     from .hub import Hub
 
 log = logging.getLogger("pushserver.hub")
-FLUSH_DELAY_SHARE = 0.3
+FLUSH_DELAY_SHARE: Final = 0.3
 """The next flush waits at most this share of the last flush's duration."""
-HEARTBEAT_SLICE = 500
+HEARTBEAT_SLICE: Final = 500
 """Streams a heartbeat writes to per loop turn. Writing to 20,000 at once held the loop for about
 150 ms on the machine in docs/performance.md, and a message published meanwhile waited for it."""
 

@@ -26,7 +26,7 @@ import struct
 import time
 from array import array
 from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from mypy_extensions import mypyc_attr
 
@@ -34,14 +34,14 @@ from .errors import InvalidInput
 from .messages import Event, Gap, Message
 from .positions import Position, born, cursor_part, is_unstarted
 
-COMPACT_AFTER = 8
+COMPACT_AFTER: Final = 8
 """Entries dropped from the front of an index before they are removed for good (see `Buffer`)."""
-STRIDE = 3
+STRIDE: Final = 3
 """Numbers per entry of `Buffer.index`: where its head ends, its time, its arrival order."""
-ENTRY = struct.Struct(f"{STRIDE}d").pack
+ENTRY: Final = struct.Struct(f"{STRIDE}d").pack
 """One entry of `Buffer.index` as its bytes: appended in one call, each number converted once
 (an `array.extend` converts each through argument parsing, three times the cost)."""
-LARGE = 512
+LARGE: Final = 512
 """Heads longer than this are kept as they came (`Buffer.large`), not copied into `heads`: such
 a `bytes` is the C allocator's already, and the subscribers its backlog goes to share it."""
 

@@ -17,7 +17,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from mypy_extensions import mypyc_attr
 
@@ -36,9 +36,9 @@ from .subscription import LocalChannel, StreamSubscriber, Waiter
 log = logging.getLogger("pushserver.hub")
 T = TypeVar("T")
 
-SWEEP_SLICE = 1000
+SWEEP_SLICE: Final = 1000
 """Channels the idle sweep looks at per loop turn, so a pass over many never holds up delivery."""
-NO_POSITIONS: Mapping[str, Position] = {}
+NO_POSITIONS: Final[Mapping[str, Position]] = {}
 """The positions of a subscription held again at its channel's head. Never written to."""
 
 

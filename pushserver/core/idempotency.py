@@ -12,14 +12,14 @@ from __future__ import annotations
 import re
 import time
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .errors import InvalidInput
 
-KEY_MAX = 128
-KEY_RE = re.compile(rf"[!-~]{{1,{KEY_MAX}}}")
+KEY_MAX: Final = 128
+KEY_RE: Final = re.compile(rf"[!-~]{{1,{KEY_MAX}}}")
 """Printable ASCII without spaces, as a header value carries it unchanged."""
-MEMORY_KEYS = 65536
+MEMORY_KEYS: Final = 65536
 """Keys the memory engine remembers at most; past that the oldest are forgotten first."""
 
 

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from .errors import InvalidInput
 from .names import is_channel
 
-EPOCH_RE = re.compile(r"[A-Za-z0-9]{1,32}")
-ID_RE = re.compile(r"[0-9]{1,18}")
-UNSTARTED_PREFIX = "u"
+EPOCH_RE: Final = re.compile(r"[A-Za-z0-9]{1,32}")
+ID_RE: Final = re.compile(r"[0-9]{1,18}")
+UNSTARTED_PREFIX: Final = "u"
 """Starts the epoch of a channel nobody has published to, so a subscribe to an empty channel
 needs no lasting state. Real epochs start with hex and never with it."""
-_HEX = "0123456789abcdef"
+_HEX: Final = "0123456789abcdef"
 
 
 def unstarted(generation: str, tag: str = "") -> str:

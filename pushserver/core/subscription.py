@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import Final, NamedTuple
 
 from mypy_extensions import mypyc_attr
 
@@ -29,7 +29,7 @@ class Start(NamedTuple):
     events: Sequence[Event] = ()
 
 
-NO_CURSOR = Cursor()
+NO_CURSOR: Final = Cursor()
 """The cursor a one-channel waiter keeps: its position is its channel's, so it keeps none (a held
 long-poll's dict and cursor string were a tenth of its memory). Shared: never written to."""
 

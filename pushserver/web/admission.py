@@ -27,7 +27,7 @@ refuses at once (not counted against a trusted proxy, whose connections carry ma
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 
 from ..core.errors import PushError, TooMany, Unavailable
 from .proxies import is_trusted
@@ -35,15 +35,15 @@ from .proxies import is_trusted
 if TYPE_CHECKING:
     from ..config import Settings
 
-HEAD = "head"
+HEAD: Final = "head"
 """The kind under which unfinished heads are counted in `Admission.connections`."""
-RESERVE = 16
+RESERVE: Final = 16
 """Connections over `--max-connections` waiting for a head on the operators' reserve: taken
 only when no other waiting connection can give way; any request but theirs (`OPERATOR_PATHS`)
 is refused."""
-OPERATOR_PATHS = frozenset({"/healthz", "/stats", "/metrics"})
+OPERATOR_PATHS: Final = frozenset({"/healthz", "/stats", "/metrics"})
 """What a connection on the reserve may ask for."""
-LINGER = 2.0
+LINGER: Final = 2.0
 """Seconds a refused connection stays half-closed so that its client reads the answer: closing
 with its request unread would reset the connection and could lose the answer."""
 

@@ -4,6 +4,8 @@ touches HTTP."""
 
 from __future__ import annotations
 
+from typing import Final
+
 import orjson
 
 from ..config import Settings
@@ -16,7 +18,12 @@ from . import ratelimit
 from .auth import authorize
 from .state import ServerState
 
-BATCH_FACTOR = 16
+_loads: Final = orjson.loads
+_dumps: Final = orjson.dumps
+"""orjson's functions, called per publish: compiled, read as this module's statics, not looked
+up on the module by name per call (docs/performance.md, "Constants as constants")."""
+
+BATCH_FACTOR: Final = 16
 """A batch body may be this many times `--max-message-bytes`."""
 
 
@@ -43,11 +50,11 @@ def encode_data(body: bytes, as_json: bool) -> bytes:
     """The message's `data` as compact JSON (one line, so NDJSON and SSE framing stay intact)."""
     if as_json:
         try:
-            return orjson.dumps(orjson.loads(body))
+            return _dumps(_loads(body))
         except orjson.JSONDecodeError as exc:
             raise InvalidInput("bad_json", f"body is not valid JSON: {exc}") from None
     try:
-        return orjson.dumps(body.decode("utf-8"))
+        return _dumps(body.decode("utf-8"))
     except UnicodeDecodeError:
         raise InvalidInput("bad_utf8", "body is not valid UTF-8 text") from None
 
@@ -69,7 +76,7 @@ def batch_items(body: bytes, settings: Settings, header_key: str | None) -> list
             'POST /pub takes a key per item ("idempotency_key"), not an Idempotency-Key header',
         )
     try:
-        items = orjson.loads(body)
+        items = _loads(body)
     except orjson.JSONDecodeError as exc:
         raise InvalidInput("bad_json", f"body is not valid JSON: {exc}") from None
     if not isinstance(items, list) or not 1 <= len(items) <= settings.max_batch:
@@ -82,7 +89,7 @@ def batch_items(body: bytes, settings: Settings, header_key: str | None) -> list
             raise InvalidInput("bad_batch", f'item {n} must be {{"channel": name, "data": value}}')
         if "data" not in item:
             raise InvalidInput("bad_batch", f'item {n} has no "data"')
-        data = orjson.dumps(item["data"])
+        data = _dumps(item["data"])
         if len(data) > settings.max_message_bytes:
             raise TooLarge(
                 "too_large", f"item {n} is larger than {settings.max_message_bytes} bytes"

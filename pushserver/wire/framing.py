@@ -6,6 +6,8 @@ every subscriber of that framing.
 
 from __future__ import annotations
 
+from typing import Final
+
 from .compression import Coding, permessage_deflate
 from .websocket import PING, RSV1, TEXT, ws_frame
 
@@ -132,13 +134,13 @@ def deflated_text(block: bytes) -> bytes:
     return ws_frame(RSV1 | TEXT, permessage_deflate(block))
 
 
-NDJSON = NdjsonFraming("stream", chunked=True)
-NDJSON_PLAIN = NdjsonFraming("stream", chunked=False)
-SSE = SseFraming("sse", chunked=True)
-SSE_PLAIN = SseFraming("sse", chunked=False)
-SSE_COMPACT = SseCompactFraming("sse", chunked=True)
-SSE_COMPACT_PLAIN = SseCompactFraming("sse", chunked=False)
-WEBSOCKET = WebSocketFraming("ws", chunked=False)
+NDJSON: Final = NdjsonFraming("stream", chunked=True)
+NDJSON_PLAIN: Final = NdjsonFraming("stream", chunked=False)
+SSE: Final = SseFraming("sse", chunked=True)
+SSE_PLAIN: Final = SseFraming("sse", chunked=False)
+SSE_COMPACT: Final = SseCompactFraming("sse", chunked=True)
+SSE_COMPACT_PLAIN: Final = SseCompactFraming("sse", chunked=False)
+WEBSOCKET: Final = WebSocketFraming("ws", chunked=False)
 
 
 def longpoll_body(events: list[bytes], cursor: str, more: bool = False) -> bytes:

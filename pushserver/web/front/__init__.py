@@ -7,5 +7,11 @@ publishes (`publish.py`) are served from the first byte; every other request goe
 (`forward.py`), through its public protocol factory, one request at a time.
 """
 
-IDLE, BUSY, DONE = range(3)
-"""A connection's phase: reading request heads; serving a request; closed or given away."""
+from typing import Final
+
+IDLE: Final = 0
+"""A connection's phase: reading request heads (`IDLE`); serving a request (`BUSY`); closed or
+given away (`DONE`). Final, so the compiled build reads them as constants, not from a module's
+dict (docs/performance.md, "Constants as constants")."""
+BUSY: Final = 1
+DONE: Final = 2

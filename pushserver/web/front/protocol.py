@@ -14,7 +14,7 @@ import asyncio
 import logging
 import sys
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from ...core.errors import Unavailable
 from ..admission import LINGER
@@ -33,8 +33,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pushserver")
 
-OUT, HEAD, RESTING = range(3)
-"""How the door counts a connection (`FrontProtocol.door`)."""
+OUT: Final = 0
+"""How the door counts a connection (`FrontProtocol.door`): out of its counts (`OUT`), reading
+a head (`HEAD`), or resting between requests (`RESTING`)."""
+HEAD: Final = 1
+RESTING: Final = 2
 
 
 class Front:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ...core.broker import Item
 from ...core.errors import PushError
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from ...core.messages import Message
     from ..transports.exchange import Exchange
 
-BATCH = "/pub"
-ONE = "/pub/"
+BATCH: Final = "/pub"
+ONE: Final = "/pub/"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

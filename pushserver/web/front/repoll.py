@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Final, Protocol
 from urllib.parse import unquote
 
 from mypy_extensions import mypyc_attr
@@ -44,14 +44,14 @@ if TYPE_CHECKING:
     from ..transports.exchange import Exchange, Kept
     from .base import Serve
 
-PLAIN_VALUE = re.compile(rb"[\x21\x22\x24\x27-\x2a\x2c-\x7e]*")
+PLAIN_VALUE: Final = re.compile(rb"[\x21\x22\x24\x27-\x2a\x2c-\x7e]*")
 """A query value as sent, with nothing a parser would decode or split on (no `%`, `+`, `&`,
 `#` or space)."""
-SENT_VALUE = re.compile(rb"(?:[\x21\x22\x24\x27-\x2a\x2c-\x7e]|%[0-9A-Fa-f]{2})*")
+SENT_VALUE: Final = re.compile(rb"(?:[\x21\x22\x24\x27-\x2a\x2c-\x7e]|%[0-9A-Fa-f]{2})*")
 """A query value as sent that the parser only percent-decodes: plain, or with `%XX` escapes."""
-ESCAPE = re.compile(r"%[0-9A-Fa-f]{2}")
-LENGTH_FIELD = b"\r\ncontent-length:"
-LENGTH_VALUE = re.compile(rb"[ \t]*([0-9]{1,18})[ \t]*\r\n")
+ESCAPE: Final = re.compile(r"%[0-9A-Fa-f]{2}")
+LENGTH_FIELD: Final = b"\r\ncontent-length:"
+LENGTH_VALUE: Final = re.compile(rb"[ \t]*([0-9]{1,18})[ \t]*\r\n")
 """A `Content-Length` field's value as a `Sized` repeat takes it: digits, at most 18 (an
 int64; llhttp refuses more)."""
 
@@ -59,9 +59,9 @@ Escapes = dict[int, str]
 """How a client escapes a value: each character it sends as `%XX`, by code point, to that
 escape as it sends it (its case kept); `str.translate` applies it."""
 
-MAX_REPEATS = 4096
+MAX_REPEATS: Final = 4096
 """Distinct heads remembered; past it the table starts again (connections keep theirs)."""
-MAX_REPEAT_BYTES = 4096
+MAX_REPEAT_BYTES: Final = 4096
 """Longest head remembered: a device's poll is far shorter, and the table stays within
 `MAX_REPEATS` times this whatever `--max-head-bytes` allows."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..cors import ALLOW_HEADERS, ALLOW_METHODS, MAX_AGE
 from ..errors import error_body
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
     from .base import Serve
     from .connection import Connection
 
-SERVER_ALLOW = ("Allow", "GET, HEAD, POST, OPTIONS")
+SERVER_ALLOW: Final = ("Allow", "GET, HEAD, POST, OPTIONS")
 """What `OPTIONS *` answers: every method some resource of this server serves."""
-NO_BODY = "a subscribe request has no body"
-ROUTES = ("/pub", "/pub/{channel}")
+NO_BODY: Final = "a subscribe request has no body"
+ROUTES: Final = ("/pub", "/pub/{channel}")
 """The publish paths (aiohttp has no route for them); each transport adds its own."""
 
 Route = tuple["Serve", str | None]

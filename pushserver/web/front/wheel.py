@@ -21,15 +21,15 @@ import asyncio
 import heapq
 import math
 from collections import deque
-from typing import Protocol
+from typing import Final, Protocol
 
 from mypy_extensions import mypyc_attr
 
-RESOLUTION = 0.05
+RESOLUTION: Final = 0.05
 """Seconds per bucket: how late a deadline may be met."""
-EARLY = 0.001
+EARLY: Final = 0.001
 """A bucket this close to due when the loop timer fires is due (uvloop's timers count ms)."""
-SLICE = 100
+SLICE: Final = 100
 """Due items told per loop turn: an expired poll and the re-poll it brings cost the loop about
 75 µs, so a slice holds it for about 8 ms (docs/performance.md, experiment 10)."""
 

@@ -8,27 +8,49 @@ import time
 from collections.abc import Iterable
 from email.utils import formatdate
 from http import HTTPStatus
+from typing import Final
 
 from ... import __version__
 from ...core.errors import PushError
 from ..errors import error_body, refusal_headers, status_of
 
-SERVER = f"pushserver/{__version__}"
-NO_CACHE = ("Cache-Control", "no-cache, no-store")
-JSON = ("Content-Type", "application/json")
-JSON_ONLY = [JSON]
+SERVER: Final = f"pushserver/{__version__}"
+NO_CACHE: Final = ("Cache-Control", "no-cache, no-store")
+JSON: Final = ("Content-Type", "application/json")
+JSON_ONLY: Final = [JSON]
 """The headers of a plain JSON answer, answered from a prebuilt head (`json_whole`) when
 nothing is added to it (`Connection.reply` knows it by identity: never modified)."""
-CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
-_date = ["", 0]
+CONTINUE: Final = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+
+class _Date:
+    """The `Date` value of one second, as text (`head`) and as the bytes a prebuilt head takes
+    (encoded once a second, not per answer)."""
+
+    __slots__ = ("raw", "second", "text")
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.text = ""
+        self.raw = b""
+
+
+_DATE: Final = _Date()
+
+
+def _now() -> _Date:
+    now = int(time.time())
+    date = _DATE
+    if date.second != now:
+        date.text = formatdate(now, usegmt=True)
+        date.raw = date.text.encode()
+        date.second = now
+    return date
 
 
 def http_date() -> str:
     """The `Date` value, formatted once per second."""
-    now = int(time.time())
-    if _date[1] != now:
-        _date[0], _date[1] = formatdate(now, usegmt=True), now
-    return _date[0]  # type: ignore[return-value]
+    return _now().text
 
 
 def head(
@@ -73,15 +95,29 @@ def _head(
     return "\r\n".join(lines)
 
 
+Template = tuple[bytes, bytes, bytes]
+"""A head made once for a body of any length: what goes before its length, between its length
+and the date, and after the date."""
+
+
 @functools.cache
 def _template(
     status: int, headers: tuple[tuple[str, str], ...], version: str, keep_alive: bool
-) -> bytes:
-    """`head` for a body of any length, encoded once: `%d` where its length goes, `%s` where the
-    date goes (filled in as bytes: the 29 characters of the date encoded per answer, not the
-    whole head)."""
-    escaped = [(name, value.replace("%", "%%")) for name, value in headers]
-    return _head(status, escaped, version, keep_alive, "%d", False, "%s").encode("latin-1")
+) -> Template:
+    """`head` for a body of any length, encoded once and cut where the length and the date go.
+    They follow every given header, so the last NUL is the length's place and the SOH after it
+    the date's, whatever a header's value holds."""
+    made = _head(status, headers, version, keep_alive, "\x00", False, "\x01").encode("latin-1")
+    before, _, rest = made.rpartition(b"\x00")
+    between, _, after = rest.partition(b"\x01")
+    return before, between, after
+
+
+def _filled(template: Template, body: bytes) -> bytes:
+    """`template` with `body`'s length and this second's date, and `body`, in one allocation
+    (a literal format compiles to one build of the parts)."""
+    before, between, after = template
+    return b"%b%d%b%b%b%b" % (before, len(body), between, _now().raw, after, body)
 
 
 def whole(
@@ -93,11 +129,10 @@ def whole(
 ) -> bytes:
     """`head` and `body` together, from a head made once per kind of answer (only the length
     and the date are filled in)."""
-    template = _template(status, headers, version, keep_alive)
-    return template % (len(body), http_date().encode()) + body
+    return _filled(_template(status, headers, version, keep_alive), body)
 
 
-_JSON_HEADS: dict[int, dict[str, dict[bool, bytes]]] = {}
+_JSON_HEADS: Final[dict[int, dict[str, dict[bool, Template]]]] = {}
 """`_template(status, (JSON,), version, keep_alive)` by status, version and keep-alive."""
 
 
@@ -111,16 +146,16 @@ def json_whole(status: int, version: str, keep_alive: bool, body: bytes) -> byte
     except KeyError:
         by_version = _JSON_HEADS.setdefault(status, {}).setdefault(version, {})
         template = by_version[keep_alive] = _template(status, (JSON,), version, keep_alive)
-    return template % (len(body), http_date().encode()) + body
+    return _filled(template, body)
 
 
-_PLAIN = _template(200, (NO_CACHE, JSON), "1.1", True)
+_PLAIN: Final = _template(200, (NO_CACHE, JSON), "1.1", True)
 
 
 def json_answer(body: bytes) -> bytes:
     """The whole `200 application/json` HTTP/1.1 keep-alive answer carrying `body` (what
     `whole` gives for it, a lookup sooner: the fan-out builds one per distinct body)."""
-    return _PLAIN % (len(body), http_date().encode()) + body
+    return _filled(_PLAIN, body)
 
 
 def with_cors(headers: list[tuple[str, str]], cors: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TypeVar
+from typing import Final, TypeVar
 
 from mypy_extensions import mypyc_attr
 
@@ -28,7 +28,7 @@ from ..state import ServerState
 
 S = TypeVar("S", bound=Subscription)
 
-BACKLOG_SLICE = 64 << 10
+BACKLOG_SLICE: Final = 64 << 10
 """Bytes of backlog framed per write; slices go out while the transport takes them."""
 
 
@@ -125,7 +125,7 @@ def subscribe_request(
     )
 
 
-NO_POSITIONS: Mapping[str, Position] = MappingProxyType({})
+NO_POSITIONS: Final[Mapping[str, Position]] = MappingProxyType({})
 """The positions of a subscription without a cursor."""
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ...wire.compression import GzipStream
 from ...wire.framing import Framing
@@ -32,8 +32,8 @@ from .exchange import Headers, Transport
 if TYPE_CHECKING:
     from .exchange import Exchange
 
-HEADERS = [("Cache-Control", "no-cache, no-store"), ("X-Accel-Buffering", "no")]
-LAST_CHUNK = b"0\r\n\r\n"
+HEADERS: Final = [("Cache-Control", "no-cache, no-store"), ("X-Accel-Buffering", "no")]
+LAST_CHUNK: Final = b"0\r\n\r\n"
 
 
 class HeldStream(HeldSubscriber):

@@ -13,7 +13,7 @@ import functools
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ...core.errors import InvalidInput, PushError, draining
 from ...core.positions import cursor_part
@@ -43,12 +43,12 @@ if TYPE_CHECKING:
     from ...config import Settings
     from .exchange import Exchange
 
-NAME = "longpoll"
+NAME: Final = "longpoll"
 """The transport's name (`/stats`, `/metrics`, the connection counts); its path is `/lp/`."""
-CALLBACK_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
-SECONDS_RE = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
-JAVASCRIPT = ("Content-Type", "application/javascript")
-BOUNDS = functools.lru_cache(maxsize=256)(Bound)
+CALLBACK_RE: Final = re.compile(r"[A-Za-z_$][A-Za-z0-9_$.]{0,63}")
+SECONDS_RE: Final = re.compile(r"[0-9]+(\.[0-9]+)?", re.ASCII)
+JAVASCRIPT: Final = ("Content-Type", "application/javascript")
+BOUNDS: Final = functools.lru_cache(maxsize=256)(Bound)
 """A `Bound` shared by the polls that ask for the same limit: a held poll keeps its bound, 64
 bytes each when made per poll. Bounded, as `?limit` is the client's to vary."""
 
@@ -297,7 +297,7 @@ def handle(conn: Exchange, head: RequestHead) -> Awaitable[None] | None:
     return poll.serve(conn, head.query.get("cursor", ""))
 
 
-MISSED_KEPT_BYTES = 4096
+MISSED_KEPT_BYTES: Final = 4096
 """Largest answer `Missed` keeps: every distinct poll head keeps at most one."""
 
 
@@ -453,4 +453,4 @@ def check(conn: Exchange, head: RequestHead) -> Headers:
     return headers
 
 
-TRANSPORT = Transport("lp", NAME, handle, check)
+TRANSPORT: Final = Transport("lp", NAME, handle, check)

@@ -47,6 +47,10 @@ def test_ts_is_written_as_orjson_wrote_it_rounded():
     for micros in range(1_795_000_000_000_000, 1_795_000_000_000_400):
         tie = micros / 1e6 + 5e-7
         times += [tie, math.nextafter(tie, 0.0), math.nextafter(tie, math.inf)]
+    for power in range(35):  # ties in every binade: below 2**13 a fraction times 10**6 rounds
+        for micros in [0, 999_999, *(rnd.randrange(1_000_000) for _ in range(300))]:
+            tie = 2.0**power + micros / 1e6 + 5e-7
+            times += [tie, math.nextafter(tie, 0.0), math.nextafter(tie, math.inf)]
     for ts in times:
         assert ts_json(ts) == orjson.dumps(round(ts, 6)), ts
 

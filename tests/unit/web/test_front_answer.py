@@ -3,6 +3,8 @@ head `answer.head` writes for it, whatever the version, status, headers and body
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from pushserver.web.http import answer
@@ -10,16 +12,17 @@ from pushserver.web.http import answer
 
 @pytest.fixture(autouse=True)
 def one_date(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same `Date` for both sides of a comparison, even across a second's turn."""
-    monkeypatch.setattr(answer, "http_date", lambda: "Tue, 25 Nov 2026 12:00:00 GMT")
+    """The same `Date` for both sides of a comparison, even across a second's turn: the clock
+    stopped, which `answer` reads through `time` however it is built."""
+    monkeypatch.setattr(time, "time", lambda: 1795694400.25)
 
 
 @pytest.mark.parametrize("version", ["1.0", "1.1"])
 @pytest.mark.parametrize("keep_alive", [True, False])
 @pytest.mark.parametrize("status", [200, 201])
 def test_whole_is_head_and_body(version: str, keep_alive: bool, status: int) -> None:
-    # A `%` in a value is not a placeholder; a value's Latin-1 character is sent as its byte.
-    headers = (answer.JSON, ("X-Rate", "100%d%s"), ("X-Name", "caf\xe9"))
+    # A `%`, NUL or SOH in a value is not a placeholder; a Latin-1 character is sent as its byte.
+    headers = (answer.JSON, ("X-Rate", "100%d%s"), ("X-Odd", "a\x00b\x01c"), ("X-Name", "caf\xe9"))
     for body in (b"", b'{"id":1}', b"x" * 70000):
         expected = answer.head(status, headers, version, keep_alive, len(body)) + body
         assert answer.whole(status, headers, version, keep_alive, body) == expected
