@@ -11,8 +11,10 @@ replica that is, Sentinel decides).
 from __future__ import annotations
 
 import contextlib
+import re
 import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +30,8 @@ knew it."""
 FAILOVER_TIMEOUT_MS = 5000
 """`failover-timeout`: also how long sentinels wait before trying a failed failover again."""
 SETTLE = 30.0
+MASTER_EVENTS = re.compile(r"[+-](sdown|odown) master |\+switch-master |\+failover-end ")
+"""The lines of a sentinel's log that say what happened to the master."""
 
 
 class SentinelServer(RedisServer):
@@ -50,7 +54,22 @@ class SentinelServer(RedisServer):
             str(self.config_file),
             "--sentinel",
             *("--port", str(self.port), "--bind", "127.0.0.1", "--dir", self.dir.name),
+            *("--logfile", str(self.log_file)),
         ]
+
+    @property
+    def log_file(self) -> Path:
+        return Path(self.dir.name) / "sentinel.log"
+
+    def failovers(self) -> str:
+        """The master's events this sentinel logged (down, failed over, switched), the last
+        few: what a set that did not settle went through."""
+        try:
+            lines = self.log_file.read_text(errors="replace").splitlines()
+        except OSError:
+            return "no log"
+        events = [line.split(" # ")[-1] for line in lines if MASTER_EVENTS.search(line)]
+        return " | ".join(events[-6:]) or "none"
 
     def call(self, *command: Any) -> Any:
         with self.client() as client:
@@ -157,7 +176,9 @@ class SentinelSet:
         try:
             poll(done, what, SETTLE)
         except TimeoutError as exc:
-            raise TimeoutError(f"{exc}; last seen: {self.seen or 'an error'}") from None
+            seen = self.seen or "an error"
+            logged = "; ".join(f"sentinel {s.port}: {s.failovers()}" for s in self.sentinels)
+            raise TimeoutError(f"{exc}; last seen: {seen}; the master's events: {logged}") from None
 
     def _successor(self, old: RedisServer) -> RedisServer | None:
         """The replica every live sentinel names as master instead of `old`, once it says it
