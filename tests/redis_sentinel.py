@@ -23,10 +23,11 @@ from .redis_fixture import REDIS_SERVER, REPLICATION, RedisServer, lag_behind, p
 
 MASTER_NAME = "pushmaster"
 DOWN_AFTER_MS = 2000
-"""`down-after-milliseconds`: a master silent this long is subjectively down. At 1 s, a master
-stalled that long on a loaded machine (the test command's other workers) was failed over a
-second time, to the replica a test had just revived, and the set never settled as the test
-knew it."""
+"""`down-after-milliseconds`: a master silent this long is subjectively down. At 1 s, on a
+loaded machine (the test command's other workers), twice a set whose killed master had been revived
+never settled: a sentinel named the revived server as master. Read as a second failover
+after the new master stalled past 1 s, not confirmed; `wait`'s error now quotes what each
+sentinel logged of the master."""
 FAILOVER_TIMEOUT_MS = 5000
 """`failover-timeout`: also how long sentinels wait before trying a failed failover again."""
 SETTLE = 30.0
