@@ -21,7 +21,6 @@ shared engine's are its copy of what it follows.
 
 from __future__ import annotations
 
-import itertools
 import struct
 import time
 from array import array
@@ -305,6 +304,20 @@ class ChannelHistory:
         return events
 
 
+class Keeping:
+    """What each channel of one engine keeps, `size` messages for `ttl` seconds, and the
+    arrival order last given (`Message.seq`). Read on every publish, so a native class's
+    fields: `Histories`, a subclass of dict, has its own attributes looked up by name (four of
+    them, with `next` on a counter, cost a compiled publish 0.9k instructions)."""
+
+    __slots__ = ("arrived", "size", "ttl")
+
+    def __init__(self, size: int, ttl: float) -> None:
+        self.size = size
+        self.ttl = ttl
+        self.arrived = 0
+
+
 @mypyc_attr(allow_interpreted_subclasses=True)
 class Histories(dict[str, ChannelHistory]):
     """The channels a broker holds on this node, by name: what subscribers resume from.
@@ -315,16 +328,24 @@ class Histories(dict[str, ChannelHistory]):
     (`Message.seq`), so backlogs of several channels come in the order messages arrived.
     """
 
-    __slots__ = ("_arrivals", "size", "tally", "ttl", "unstarted")
+    __slots__ = ("keeping", "tally", "unstarted")
 
     def __init__(self, size: int, ttl: float, unstarted: str) -> None:
         super().__init__()
-        self.size = size
-        self.ttl = ttl
+        self.keeping = Keeping(size, ttl)
         self.unstarted = unstarted
         self.tally = Tally()
         """The bytes and messages every channel here buffers."""
-        self._arrivals = itertools.count(1)
+
+    @property
+    def size(self) -> int:
+        """Messages each channel keeps at most."""
+        return self.keeping.size
+
+    @property
+    def ttl(self) -> float:
+        """Seconds each channel keeps a message."""
+        return self.keeping.ttl
 
     def __setitem__(self, name: str, history: ChannelHistory) -> None:
         """dict's own. Stated because compiled, a class that defines `__delitem__` but not this
@@ -376,8 +397,10 @@ class Histories(dict[str, ChannelHistory]):
             history = self.load(name, message.epoch, message.id - 1)
         elif history.epoch != message.epoch:
             history.epoch, history.born = message.epoch, born(self.unstarted, message.epoch)
-        message.seq = next(self._arrivals)
-        history.add(message, self.size, self.ttl)
+        keeping = self.keeping
+        keeping.arrived += 1
+        message.seq = keeping.arrived
+        history.add(message, keeping.size, keeping.ttl)
         return history
 
     def info(self, name: str) -> ChannelInfo | None:
