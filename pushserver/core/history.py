@@ -253,18 +253,23 @@ class ChannelHistory:
         if low > high:
             return []
         index, base, large = buffer.index, buffer.base, buffer.large
-        name, epoch, kept = self.name, self.epoch, Message.kept
+        name, epoch = self.name, self.epoch
         entry = buffer.start - first + low
         begin = buffer.head(entry)[0]
         at = entry * STRIDE
         out = []
-        with memoryview(buffer.heads) as heads:
+        # released in `finally`, not by `with`: compiled, a `with` looks up and calls
+        # `__enter__` and `__exit__` by name (a one-behind re-poll reads one message here)
+        heads = memoryview(buffer.heads)
+        try:
             for id_ in range(low, high + 1):
                 end = int(index[at]) - base
                 head = bytes(heads[begin:end]) if end > begin else large[id_]  # type: ignore[index]
-                out.append(kept(name, epoch, id_, index[at + 1], int(index[at + 2]), head))
+                out.append(Message.kept(name, epoch, id_, index[at + 1], int(index[at + 2]), head))
                 begin = end  # each head begins where the one before it ended
                 at += STRIDE
+        finally:
+            heads.release()  # a bytearray with a view open cannot grow or shrink
         return out
 
     def backlog(
