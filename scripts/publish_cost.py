@@ -128,6 +128,17 @@ class Counted(asyncio.Protocol):
             self.seen(n)
 
 
+def answer_in(buf: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """The first answer in `buf` when it is whole (its head, its `Content-Length` body, what
+    follows), else None."""
+    end = buf.find(b"\r\n\r\n")
+    length = re.search(rb"content-length: *(\d+)", buf[:end], re.I)
+    if end < 0 or length is None or len(buf) < end + 4 + int(length[1]):
+        return None
+    stop = end + 4 + int(length[1])
+    return buf[:end], buf[end + 4 : stop], buf[stop:]
+
+
 class Polling(asyncio.Protocol):
     """A plain long-poll that polls again from the callback that read its answer, with the
     answer's cursor, as the bench's 1->1 client does; the message marks each answer carries
@@ -148,12 +159,10 @@ class Polling(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        end = self.buf.find(b"\r\n\r\n")
-        length = re.search(rb"content-length: *(\d+)", self.buf[:end], re.I)
-        if end < 0 or length is None or len(self.buf) < end + 4 + int(length[1]):
+        answer = answer_in(self.buf)
+        if answer is None:
             return
-        body = self.buf[end + 4 : end + 4 + int(length[1])]
-        self.buf = self.buf[end + 4 + len(body) :]
+        _, body, self.buf = answer
         self.poll(orjson.loads(body)["cursor"].encode())
         self.seen(body.count(MARK))
 
@@ -171,11 +180,10 @@ class Publisher(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        end = self.buf.find(b"\r\n\r\n")
-        length = re.search(rb"content-length: *(\d+)", self.buf[:end], re.I)
-        if end < 0 or length is None or len(self.buf) < end + 4 + int(length[1]):
+        answer = answer_in(self.buf)
+        if answer is None:
             return
-        status, self.buf = int(self.buf[9:12]), b""
+        status, self.buf = int(answer[0][9:12]), b""
         assert self.answered is not None
         self.answered.set_result(status)
 

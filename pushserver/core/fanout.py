@@ -102,7 +102,7 @@ class Fanout:
         everything; False, keeping nothing, when none is. A flush put off for company is not
         waited for: a publisher's 201 held until it ran would let one message into each flush.
         `args` as one tuple, not `*args`: compiled, a call with a star goes through a lookup by
-        name and a call by value (1.4k instructions of every publish, due or not)."""
+        name and a call by value (1.6k instructions of every publish, due or not)."""
         if not (self._running or (self.dirty and not self._delayed)):
             return False
         self._then.append((callback, args))
