@@ -1,6 +1,6 @@
 """A parsed request head: what the front end reads of a request, kept apart from the parser
 (`parser.py`, interpreted) so that the compiled front end reads its fields as a native class's,
-not each by name (docs/performance.md, "Heads read as fields")."""
+not each by name (docs/performance.md, "Lookups by name a publish did not need")."""
 
 from __future__ import annotations
 
