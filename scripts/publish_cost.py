@@ -1,12 +1,15 @@
 """What a publish costs a server tree, counted rather than timed: the instructions the server
-process executes per publish (valgrind's callgrind, user space) with N SSE or NDJSON subscribers
-of one channel (0: nobody subscribed, each publish's 201 awaited), one publish at a time, each
-delivered to all before the next (one flush each, `--max-flush-delay 0`); or the Python bytes
+process executes per publish (valgrind's callgrind, user space) with N SSE, NDJSON or long-poll
+subscribers of one channel (0: nobody subscribed, each publish's 201 awaited), one publish at a
+time, each delivered to all before the next (one flush each, `--max-flush-delay 0`); a long-poll
+polls again from the callback that read its answer, as the bench's 1->1 client does, so its
+re-poll and the next publish race as they do there; or the Python bytes
 each held long-poll keeps (tracemalloc). Counts do not move with the load of a shared machine,
 so trees can be compared one after the other.
 
     .venv/bin/python scripts/publish_cost.py TREE... [--subscribers 100] [--publishes 500]
-        [--transport sse|stream] [--redis] [--held 2000 [--channels 100]] [--opcodes] [--keep DIR]
+        [--transport sse|stream|longpoll] [--redis] [--held 2000 [--channels 100]] [--opcodes]
+        [--keep DIR]
 
 Each TREE (a `git worktree add --detach` of a commit) runs with this checkout's `.venv` through
 `PYTHONPATH`, on the allocator `PYTHONMALLOC` (and `LD_PRELOAD`) in this command's environment
@@ -36,6 +39,8 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -123,6 +128,45 @@ class Counted(asyncio.Protocol):
             self.seen(n)
 
 
+def answer_in(buf: bytes) -> tuple[bytes, bytes, bytes] | None:
+    """The first answer in `buf` when it is whole (its head, its `Content-Length` body, what
+    follows), else None."""
+    end = buf.find(b"\r\n\r\n")
+    length = re.search(rb"content-length: *(\d+)", buf[:end], re.I)
+    if end < 0 or length is None or len(buf) < end + 4 + int(length[1]):
+        return None
+    stop = end + 4 + int(length[1])
+    return buf[:end], buf[end + 4 : stop], buf[stop:]
+
+
+class Polling(asyncio.Protocol):
+    """A plain long-poll that polls again from the callback that read its answer, with the
+    answer's cursor, as the bench's 1->1 client does; the message marks each answer carries
+    counted."""
+
+    def __init__(self, seen: Callable[[int], None]) -> None:
+        self.seen = seen
+        self.buf = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.poll(b"")
+
+    def poll(self, cursor: bytes) -> None:
+        query = b"&cursor=" + cursor if cursor else b""
+        self.transport.write(b"GET /lp/cost?timeout=60%s HTTP/1.1\r\nHost: cost\r\n\r\n" % query)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        answer = answer_in(self.buf)
+        if answer is None:
+            return
+        _, body, self.buf = answer
+        self.poll(orjson.loads(body)["cursor"].encode())
+        self.seen(body.count(MARK))
+
+
 class Publisher(asyncio.Protocol):
     """One keep-alive connection: a publish, and its answer awaited."""
 
@@ -136,11 +180,10 @@ class Publisher(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
-        end = self.buf.find(b"\r\n\r\n")
-        length = re.search(rb"content-length: *(\d+)", self.buf[:end], re.I)
-        if end < 0 or length is None or len(self.buf) < end + 4 + int(length[1]):
+        answer = answer_in(self.buf)
+        if answer is None:
             return
-        status, self.buf = int(self.buf[9:12]), b""
+        status, self.buf = int(answer[0][9:12]), b""
         assert self.answered is not None
         self.answered.set_result(status)
 
@@ -176,9 +219,15 @@ async def fan_out(port: int, pid: int, args: argparse.Namespace, out: Path) -> s
 
     path = f"/{args.transport}/cost".encode()
     for _ in range(args.subscribers):
+        if args.transport == "longpoll":
+            await loop.create_connection(lambda: Polling(seen), "127.0.0.1", port)
+            continue
         t, _ = await loop.create_connection(lambda: Counted(seen), "127.0.0.1", port)
         t.write(b"GET %s HTTP/1.1\r\nHost: cost\r\n\r\n" % path)
-    await deadline(lambda: heads[0] == args.subscribers, "the subscribers' heads")
+    if args.transport == "longpoll":  # held polls send no head back: the server counts them
+        await held_polls(port, args.subscribers)
+    else:
+        await deadline(lambda: heads[0] == args.subscribers, "the subscribers' heads")
     _, pub = await loop.create_connection(Publisher, "127.0.0.1", port)
     request = b"POST /pub/cost HTTP/1.1\r\nHost: cost\r\nContent-Type: application/json\r\n"
     request += b"Content-Length: %d\r\n\r\n%s" % (len(BODY), BODY)
@@ -210,6 +259,22 @@ async def fan_out(port: int, pid: int, args: argparse.Namespace, out: Path) -> s
     if args.keep:
         shutil.copy(dumps[-1], Path(args.keep) / f"callgrind.out.{args.tree}")
     return f"{int(summary[1]) / args.publishes:,.0f} instructions per publish"
+
+
+async def held_polls(port: int, want: int, seconds: float = 120) -> None:
+    """Until the server says `want` are held on the channel (`GET /channels/cost`)."""
+    end = time.monotonic() + seconds
+    while True:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /channels/cost HTTP/1.1\r\nHost: cost\r\nConnection: close\r\n\r\n")
+        answer = await reader.read()
+        writer.close()
+        body = answer.partition(b"\r\n\r\n")[2]
+        if answer.startswith(b"HTTP/1.1 200") and orjson.loads(body)["subscribers"] == want:
+            return
+        if time.monotonic() > end:
+            raise SystemExit(f"timed out waiting for {want} held polls")
+        await asyncio.sleep(0.02)
 
 
 def opcodes(out: Path, args: argparse.Namespace) -> str:
@@ -279,7 +344,7 @@ def main() -> None:
     parser.add_argument("trees", type=Path, nargs="+")
     parser.add_argument("--subscribers", type=int, default=100)
     parser.add_argument("--publishes", type=int, default=500)
-    parser.add_argument("--transport", choices=("sse", "stream"), default="sse")
+    parser.add_argument("--transport", choices=("sse", "stream", "longpoll"), default="sse")
     parser.add_argument("--redis", action="store_true")
     parser.add_argument("--held", type=int, default=0, help="count memory per held long-poll")
     parser.add_argument("--channels", type=int, default=100, help="the held polls' channels")

@@ -67,11 +67,20 @@ class Channel(Generic[S, W]):
     @property
     def held(self) -> bool:
         """Whether anyone is held on the channel here (`subscriber_count` > 0, found sooner)."""
-        return bool(self.waiters or self.multi or any(self.streams.values()))
+        if self.waiters or self.multi:
+            return True
+        # a generator, which compiles to a loop; `any(self.streams.values())` calls the builtin
+        return any(members for members in self.streams.values())
 
     @property
     def subscriber_count(self) -> int:
-        return sum(map(len, self.streams.values())) + len(self.waiters) + len(self.multi)
+        """Every publish's receipt counts these. Loops, not `sum(map(len, ...))`: compiled, a
+        loop over a dict's values is native, the builtins are looked up and called by name
+        (2k instructions a publish to a channel held here)."""
+        count = len(self.waiters) + len(self.multi)
+        for members in self.streams.values():
+            count += len(members)
+        return count
 
     def mark_sent(self, message: Message) -> None:
         self.sent_id = message.id

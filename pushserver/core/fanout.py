@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import math
 import time
@@ -98,10 +97,12 @@ class Fanout:
         self._then: list[tuple[Callable[..., object], tuple[object, ...]]] = []
         """What waits for the flush due or running to end (`after_flush`)."""
 
-    def after_flush(self, callback: Callable[..., object], *args: object) -> bool:
+    def after_flush(self, callback: Callable[..., object], args: tuple[object, ...] = ()) -> bool:
         """`callback(*args)` once the flush running, or due this loop turn, has written
         everything; False, keeping nothing, when none is. A flush put off for company is not
-        waited for: a publisher's 201 held until it ran would let one message into each flush."""
+        waited for: a publisher's 201 held until it ran would let one message into each flush.
+        `args` as one tuple, not `*args`: compiled, a call with a star goes through a lookup by
+        name and a call by value (1.6k instructions of every publish, due or not)."""
         if not (self._running or (self.dirty and not self._delayed)):
             return False
         self._then.append((callback, args))
@@ -163,7 +164,8 @@ class Fanout:
         ch.mark_sent(messages[-1])
         delivered = self.stats.delivered
         cursors = [m.position.encode() for m in messages]
-        singles = list(map(Message.body, messages, cursors))  # no zip: its strict= costs 1.7k
+        # indexed: compiled, `map` or `zip(strict=)` is a builtin called by name (1k and 1.7k)
+        singles = [messages[i].body(cursors[i]) for i in range(len(messages))]
         limit = self.max_buffer_bytes
         for framing, subs in ch.streams.items():
             if not subs:
@@ -230,9 +232,8 @@ class Fanout:
         for waiter in ch.waiters:
             answer = answers.get(waiter.bound)
             if answer is None:
-                bodies, last, more = bounded(
-                    zip(itertools.repeat(False), singles, cursors), waiter.bound
-                )
+                items = [(False, singles[i], cursors[i]) for i in range(len(singles))]
+                bodies, last, more = bounded(items, waiter.bound)
                 body = longpoll_body(bodies, last.decode(), more)
                 answer = answers[waiter.bound] = Answer(body, len(bodies))
             delivered += answer.count

@@ -121,10 +121,10 @@ class Hub:
         """Whether a flush is due: an answer written now would go out before its deliveries."""
         return bool(self.fanout.dirty)
 
-    def after_flush(self, callback: Callable[..., object], *args: object) -> bool:
+    def after_flush(self, callback: Callable[..., object], args: tuple[object, ...] = ()) -> bool:
         """`callback(*args)` at the end of the flush that is due or running, in its callback
         (`Fanout.after_flush`); False, keeping nothing, when none is."""
-        return self.fanout.after_flush(callback, *args)
+        return self.fanout.after_flush(callback, args)
 
     async def open(
         self, names: Sequence[str], positions: Mapping[str, Position]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..transports.exchange import Exchange
 
 if TYPE_CHECKING:
-    from ..http.parser import RequestHead
+    from ..http.request import RequestHead
     from ..state import ServerState
     from ..transports.exchange import Held, Kept
     from .connection import Connection

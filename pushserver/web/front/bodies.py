@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..http import answer
 from ..http.body import Body
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 from . import DONE
 from .base import Base
 

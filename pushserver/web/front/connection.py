@@ -35,7 +35,8 @@ from ..admission import OPERATOR_PATHS
 from ..errors import error_body
 from ..http import answer
 from ..http.accesslog import log_request
-from ..http.parser import HEAD_END, HeadError, RequestHead
+from ..http.parser import HEAD_END, HeadError
+from ..http.request import RequestHead
 from ..proxies import client_address
 from ..transports.handshake import HandshakeError
 from . import BUSY, DONE, IDLE, forward

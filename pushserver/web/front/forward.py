@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..http.body import Body
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 
 if TYPE_CHECKING:
     from .connection import Connection

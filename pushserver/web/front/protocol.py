@@ -20,7 +20,8 @@ from ...core.errors import Unavailable
 from ..admission import LINGER
 from ..cors import Cors
 from ..http import answer
-from ..http.parser import HeadParser, RequestHead
+from ..http.parser import HeadParser
+from ..http.request import RequestHead
 from . import IDLE
 from .connection import Connection
 from .repoll import Repeats

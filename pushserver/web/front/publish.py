@@ -28,7 +28,7 @@ from .. import limits, publishing
 from ..errors import ACCEPT_ENCODING, UnsupportedEncoding
 from ..http import answer
 from ..http.body import CODINGS, Body, coding_of
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 
 if TYPE_CHECKING:
     from ...config import Settings
@@ -133,7 +133,7 @@ def serve(conn: Exchange, plan: Plan, length: int) -> Awaitable[None] | None:
     if published is None:
         return _publish_later(conn, plan, items)
     # The deliveries go out first, as after `Hub.publish`, and the 201 in the flush's callback.
-    if not state.hub.after_flush(_created, conn, plan, published):
+    if not state.hub.after_flush(_created, (conn, plan, published)):
         _created(conn, plan, published)
     return None
 

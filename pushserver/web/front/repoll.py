@@ -36,7 +36,7 @@ from urllib.parse import unquote
 
 from mypy_extensions import mypyc_attr
 
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 from . import DONE
 from .bodies import Bodies
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Final
 from ..cors import ALLOW_HEADERS, ALLOW_METHODS, MAX_AGE
 from ..errors import error_body
 from ..http import answer
-from ..http.parser import ASTERISK, RequestHead
+from ..http.parser import ASTERISK
+from ..http.request import RequestHead
 from ..transports import probe
 from . import forward, publish
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 import logging
 
-from .parser import RequestHead
+from .request import RequestHead
 
 LOGGER = logging.getLogger("aiohttp.access")
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from urllib.parse import unquote, unquote_plus
 
 import httptools
+
+from .request import RequestHead
 
 HEAD_END = b"\r\n\r\n"
 
@@ -51,25 +52,6 @@ class HeadError(Exception):
         self.status = status
         self.message = message
         self.code = code
-
-
-@dataclasses.dataclass(slots=True)
-class RequestHead:
-    method: str
-    target: str
-    """The request target as sent (path and query), for the access log."""
-    path: str
-    query: dict[str, str]
-    """The first value of each query parameter, as aiohttp's `request.query.get` gives it."""
-    headers: dict[str, str]
-    """Lower-cased names; a repeated list header's values joined with ", " (one of `SINGLE`
-    repeated is refused)."""
-    version: str
-    keep_alive: bool
-    body_length: int
-    """Content-Length, or -1 for a chunked body."""
-    size: int
-    """Bytes of the head, its blank line included."""
 
 
 class HeadParser:

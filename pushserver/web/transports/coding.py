@@ -10,7 +10,7 @@ from ...wire.compression import GZIP_MIN_BYTES, gzip_body
 from ..http import answer
 from ..http.answer import JSON, NO_CACHE
 from ..http.coding import GZIP, VARY, Accepts, accepts
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 
 if TYPE_CHECKING:
     from ...config import Settings

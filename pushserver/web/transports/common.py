@@ -23,7 +23,7 @@ from ...core.subscription import LocalChannel, Start, StreamSubscriber, Subscrip
 from ...core.tokens import verify
 from ...wire.compression import Receiver
 from ...wire.framing import Framing
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 from ..state import ServerState
 
 S = TypeVar("S", bound=Subscription)

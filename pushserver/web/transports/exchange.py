@@ -29,7 +29,7 @@ from mypy_extensions import trait
 
 from ...wire.framing import Framing
 from ..http.body import Body
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 
 if TYPE_CHECKING:
     from ..front.repoll import Again

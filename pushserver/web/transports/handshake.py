@@ -7,7 +7,7 @@ import binascii
 import hashlib
 
 from ...core.errors import InvalidInput
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 VERSION = "13"

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 from ...wire.compression import GzipStream
 from ...wire.framing import Framing
 from ..http.coding import GZIP, VARY, accepts
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 from ..state import ServerState
 from . import probe
 from .common import (

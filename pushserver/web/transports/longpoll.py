@@ -22,7 +22,7 @@ from ...wire.framing import longpoll_body
 from ..http import answer
 from ..http.answer import JSON, NO_CACHE, json_answer
 from ..http.coding import VARY, Accepts
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 from ..state import ServerState
 from . import probe
 from .coding import accepted, encoded, gzip_json_answer, script_safe

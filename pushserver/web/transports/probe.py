@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from ...core.errors import draining
 from ...core.positions import Position
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 from ..state import ServerState
 from .common import Subscribe, check_room, reserve
 from .exchange import Check

@@ -4,7 +4,7 @@ EventSource resumes through `Last-Event-ID` by itself."""
 from __future__ import annotations
 
 from ...wire.framing import SSE, SSE_COMPACT, SSE_COMPACT_PLAIN, SSE_PLAIN
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 from .held import HeldKind, held_transport
 
 

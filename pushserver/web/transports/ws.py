@@ -25,7 +25,7 @@ from ...wire.compression import (
 )
 from ...wire.framing import WEBSOCKET
 from ...wire.websocket import ClientReader
-from ..http.parser import RequestHead
+from ..http.request import RequestHead
 from ..state import ServerState
 from . import probe
 from .common import (

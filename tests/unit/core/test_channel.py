@@ -141,6 +141,21 @@ def test_subscriber_count_adds_every_kind_of_holder():
     assert ch.subscriber_count == 6
 
 
+def test_held_is_any_holder_and_not_a_framing_emptied():
+    """A framing's streams left empty (its last stream gone) hold no one; each kind of holder
+    alone does."""
+    ch = channel(sent=0)
+    ch.streams[NDJSON] = {}
+    assert not ch.held and ch.subscriber_count == 0
+    ch.streams[SSE] = {"s": None}
+    assert ch.held
+    for kind in ("waiters", "multi"):
+        ch = channel(sent=0)
+        ch.streams[NDJSON] = {}
+        getattr(ch, kind)["x"] = None
+        assert ch.held and ch.subscriber_count == 1, kind
+
+
 def test_an_unstarted_cursor_missed_nothing_only_of_its_generation():
     """A cursor taken before a channel's first message is `(unstarted(generation), 0)`. It
     missed nothing of an epoch that began in that generation (`born`); a cursor from another

@@ -412,7 +412,7 @@ async def test_what_follows_a_flush_runs_at_its_end_in_its_own_callback(hub, cap
         ran.append((what, len(sub.transport.writes), len(held.answers)))
 
     def during() -> None:  # registered while the flush runs, as a long-poll's settling is
-        assert hub.after_flush(seen, "during")
+        assert hub.after_flush(seen, ("during",))
 
     def resolve(body: bytes) -> None:  # as declared: compiled, the flush checks it
         held.answers.append(body)
@@ -420,8 +420,8 @@ async def test_what_follows_a_flush_runs_at_its_end_in_its_own_callback(hub, cap
 
     held.resolve = resolve  # type: ignore[method-assign]
     hub.publish_now([Item("a", b'"one"')])
-    assert hub.after_flush(seen, "due") and hub.after_flush(lambda: 1 / 0)
-    assert hub.after_flush(seen, "last") and ran == []
+    assert hub.after_flush(seen, ("due",)) and hub.after_flush(lambda: 1 / 0)
+    assert hub.after_flush(seen, ("last",)) and ran == []
     loop = asyncio.get_running_loop()
     turn = loop.create_future()
     loop.call_soon(turn.set_result, None)  # queued after the flush's callback

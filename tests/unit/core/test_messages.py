@@ -8,6 +8,7 @@ import random
 import orjson
 
 from pushserver.core.messages import Gap, Message, control, ts_json
+from pushserver.core.names import is_channel
 
 
 def test_envelope_bytes_are_the_protocols_with_the_cursor_last():
@@ -28,6 +29,18 @@ def test_one_head_serves_any_cursor():
             "data": "text",
             "cursor": cursor.decode(),
         }
+
+
+def test_a_channel_name_is_its_own_json_string():
+    """The envelope writes a channel's name between quotes as it is, unescaped: true of every
+    character a name may hold (`core.names`), and of none that JSON escapes. A name rule that
+    let in a quote, a backslash or a control character fails here."""
+    allowed = [c for c in map(chr, range(0x3000)) if is_channel(c)]
+    assert allowed, "some character is a name"
+    for c in allowed:
+        assert orjson.dumps(c) == b'"%b"' % c.encode()
+        m = Message(c * 3, "E", 1, 10.0, b"1")
+        assert orjson.loads(m.body(b""))["channel"] == c * 3
 
 
 def test_ts_is_rounded_to_microseconds():

@@ -25,7 +25,8 @@ from pushserver.web.app import create_app
 from pushserver.web.front import BUSY, IDLE
 from pushserver.web.front.connection import Connection
 from pushserver.web.front.protocol import RESTING, Discard, Front, FrontProtocol
-from pushserver.web.http.parser import HeadParser, RequestHead
+from pushserver.web.http.parser import HeadParser
+from pushserver.web.http.request import RequestHead
 from pushserver.web.state import STATE, ServerState
 from pushserver.web.transports import REGISTRY
 from pushserver.web.transports.held import HeldStream

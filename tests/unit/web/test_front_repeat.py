@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from pushserver.web.front.repoll import MAX_REPEAT_BYTES, MAX_REPEATS, Repeats
-from pushserver.web.http.parser import HeadParser, RequestHead
+from pushserver.web.http.parser import HeadParser
+from pushserver.web.http.request import RequestHead
 
 MAX_LINE = 8190
 

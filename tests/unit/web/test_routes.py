@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from pushserver.web.front import forward, publish, routes
-from pushserver.web.http.parser import HeadParser, RequestHead
+from pushserver.web.http.parser import HeadParser
+from pushserver.web.http.request import RequestHead
 from pushserver.web.transports import REGISTRY, longpoll, ws
 
 ROUTES = routes.Routes(REGISTRY)
