@@ -162,7 +162,10 @@ class Polling(asyncio.Protocol):
         answer = answer_in(self.buf)
         if answer is None:
             return
-        _, body, self.buf = answer
+        head, body, self.buf = answer
+        status = head.split(b"\r\n", 1)[0]
+        if not status.startswith(b"HTTP/1.1 200"):  # SystemExit leaves the loop, as intended
+            raise SystemExit(f"a long-poll was answered {status!r}: {body!r}")
         self.poll(orjson.loads(body)["cursor"].encode())
         self.seen(body.count(MARK))
 
