@@ -45,6 +45,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pushserver.launcher import ServerProcess
+from pushserver_bench.client import BenchError, wait_subscribed
 from tests.redis_fixture import RedisServer
 
 QUIET = ["--heartbeat", "3600", "--sweep-interval", "3600"]
@@ -228,7 +229,10 @@ async def fan_out(port: int, pid: int, args: argparse.Namespace, out: Path) -> s
         t, _ = await loop.create_connection(lambda: Counted(seen), "127.0.0.1", port)
         t.write(b"GET %s HTTP/1.1\r\nHost: cost\r\n\r\n" % path)
     if args.transport == "longpoll":  # held polls send no head back: the server counts them
-        await held_polls(port, args.subscribers)
+        try:
+            await wait_subscribed(f"http://127.0.0.1:{port}", "cost", args.subscribers, 120)
+        except BenchError as exc:
+            raise SystemExit(str(exc)) from None
     else:
         await deadline(lambda: heads[0] == args.subscribers, "the subscribers' heads")
     _, pub = await loop.create_connection(Publisher, "127.0.0.1", port)
@@ -262,22 +266,6 @@ async def fan_out(port: int, pid: int, args: argparse.Namespace, out: Path) -> s
     if args.keep:
         shutil.copy(dumps[-1], Path(args.keep) / f"callgrind.out.{args.tree}")
     return f"{int(summary[1]) / args.publishes:,.0f} instructions per publish"
-
-
-async def held_polls(port: int, want: int, seconds: float = 120) -> None:
-    """Until the server says `want` are held on the channel (`GET /channels/cost`)."""
-    end = time.monotonic() + seconds
-    while True:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /channels/cost HTTP/1.1\r\nHost: cost\r\nConnection: close\r\n\r\n")
-        answer = await reader.read()
-        writer.close()
-        body = answer.partition(b"\r\n\r\n")[2]
-        if answer.startswith(b"HTTP/1.1 200") and orjson.loads(body)["subscribers"] == want:
-            return
-        if time.monotonic() > end:
-            raise SystemExit(f"timed out waiting for {want} held polls")
-        await asyncio.sleep(0.02)
 
 
 def opcodes(out: Path, args: argparse.Namespace) -> str:
