@@ -229,10 +229,10 @@ class Fanout:
         answers: dict[Bound, Answer] = {}
         delivered = 0
         held = self.hub.waiters
+        items = [(False, singles[i], cursors[i]) for i in range(len(singles))]
         for waiter in ch.waiters:
             answer = answers.get(waiter.bound)
             if answer is None:
-                items = [(False, singles[i], cursors[i]) for i in range(len(singles))]
                 bodies, last, more = bounded(items, waiter.bound)
                 body = longpoll_body(bodies, last.decode(), more)
                 answer = answers[waiter.bound] = Answer(body, len(bodies))
