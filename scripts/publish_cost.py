@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pushserver.launcher import ServerProcess
 from pushserver_bench.client import BenchError, wait_subscribed
+from pushserver_measure.http11 import Responses
 from tests.redis_fixture import RedisServer
 
 QUIET = ["--heartbeat", "3600", "--sweep-interval", "3600"]
@@ -129,17 +130,6 @@ class Counted(asyncio.Protocol):
             self.seen(n)
 
 
-def answer_in(buf: bytes) -> tuple[bytes, bytes, bytes] | None:
-    """The first answer in `buf` when it is whole (its head, its `Content-Length` body, what
-    follows), else None."""
-    end = buf.find(b"\r\n\r\n")
-    length = re.search(rb"content-length: *(\d+)", buf[:end], re.I)
-    if end < 0 or length is None or len(buf) < end + 4 + int(length[1]):
-        return None
-    stop = end + 4 + int(length[1])
-    return buf[:end], buf[end + 4 : stop], buf[stop:]
-
-
 class Polling(asyncio.Protocol):
     """A plain long-poll that polls again from the callback that read its answer, with the
     answer's cursor, as the bench's 1->1 client does; the message marks each answer carries
@@ -147,7 +137,7 @@ class Polling(asyncio.Protocol):
 
     def __init__(self, seen: Callable[[int], None]) -> None:
         self.seen = seen
-        self.buf = b""
+        self.answers = Responses(retry_after=False)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -159,23 +149,18 @@ class Polling(asyncio.Protocol):
         self.transport.write(b"GET /lp/cost?timeout=60%s HTTP/1.1\r\nHost: cost\r\n\r\n" % query)
 
     def data_received(self, data: bytes) -> None:
-        self.buf += data
-        answer = answer_in(self.buf)
-        if answer is None:
-            return
-        head, body, self.buf = answer
-        status = head.split(b"\r\n", 1)[0]
-        if not status.startswith(b"HTTP/1.1 200"):  # SystemExit leaves the loop, as intended
-            raise SystemExit(f"a long-poll was answered {status!r}: {body!r}")
-        self.poll(orjson.loads(body)["cursor"].encode())
-        self.seen(body.count(MARK))
+        for answer in self.answers.feed(data):
+            if answer.status != 200:  # SystemExit leaves the loop, as intended
+                raise SystemExit(f"a long-poll was answered {answer.status}: {answer.body!r}")
+            self.poll(orjson.loads(answer.body)["cursor"].encode())
+            self.seen(answer.body.count(MARK))
 
 
 class Publisher(asyncio.Protocol):
     """One keep-alive connection: a publish, and its answer awaited."""
 
     def __init__(self) -> None:
-        self.buf = b""
+        self.answers = Responses(retry_after=False)
         self.answered: asyncio.Future[int] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -183,13 +168,9 @@ class Publisher(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        self.buf += data
-        answer = answer_in(self.buf)
-        if answer is None:
-            return
-        status, self.buf = int(answer[0][9:12]), b""
-        assert self.answered is not None
-        self.answered.set_result(status)
+        for answer in self.answers.feed(data):
+            assert self.answered is not None
+            self.answered.set_result(answer.status)
 
     async def publish(self, request: bytes) -> None:
         self.answered = asyncio.get_running_loop().create_future()
